@@ -1,0 +1,103 @@
+"""`datapath-lab` command line (also `python -m datapath_lab`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .core import DEFAULT_FABRICS, Lab, LabConfig, LabError
+
+
+def _fabric(text: str) -> tuple[str, int]:
+    name, sep, mtu = text.partition(":")
+    if not sep or not mtu.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: use NAME:MTU, e.g. rdma:9000")
+    return name, int(mtu)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="datapath-lab",
+        description="Simulated GPU nodes from network namespaces, overlay roots and loop devices.",
+    )
+    parser.add_argument("--name", default="dp", help="lab name, prefix of its namespaces (default: dp)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="build the lab (or recover / report an existing one)")
+    up.add_argument("--nodes", type=int, default=4)
+    up.add_argument("--fabric", type=_fabric, action="append", dest="fabrics", metavar="NAME:MTU",
+                    help="a fabric, repeatable; the first is the management fabric "
+                         "(default: mgmt:1500 rdma:9000)")
+    up.add_argument("--nvme-size", default="2G", help="size of each node's sparse NVMe image (default 2G)")
+    up.add_argument("--inventory-dir", help="where to write the inventory (default: inventories/lab)")
+
+    sub.add_parser("down", help="remove every namespace, process, mount and loop device of the lab")
+    st = sub.add_parser("status", help="show the lab; exit 0 healthy, 1 degraded, 3 not up")
+    st.add_argument("--json", action="store_true")
+    inv = sub.add_parser("inventory", help="(re)write the Ansible inventory")
+    inv.add_argument("--inventory-dir")
+    sh = sub.add_parser("shell", help="a root shell inside a node")
+    sh.add_argument("node")
+    ex = sub.add_parser("exec", help="run a command inside a node: exec NODE -- CMD...")
+    ex.add_argument("node")
+    ex.add_argument("argv", nargs=argparse.REMAINDER)
+    mtu = sub.add_parser("set-port-mtu", help="set a switch port's MTU (simulate a misconfigured switch)")
+    mtu.add_argument("node")
+    mtu.add_argument("fabric")
+    mtu.add_argument("mtu", type=int)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    lab = Lab(args.name)
+    try:
+        if args.command == "up":
+            config = LabConfig(name=args.name, nodes=args.nodes, fabrics=args.fabrics or list(DEFAULT_FABRICS),
+                               nvme_size=args.nvme_size, inventory_dir=args.inventory_dir)
+            state = lab.up(config)
+            print(f"inventory: {state['inventory_dir']}/hosts.yml")
+            return 0
+        if args.command == "down":
+            lab.down()
+            return 0
+        if args.command == "status":
+            status = lab.status()
+            if args.json:
+                print(json.dumps(status, indent=2, sort_keys=True))
+            elif not status["up"]:
+                left = status["leftovers"]
+                print(f"lab {lab.name}: not up" + (f" (leftovers: {', '.join(left)})" if left else ""))
+            else:
+                print(f"lab {lab.name}: up since {status['created']} ({status['up_seconds']} s to build)")
+                for fabric in status["fabrics"]:
+                    print(f"  fabric {fabric['name']}: {fabric['subnet']} MTU {fabric['mtu']} ({fabric['ifname']})")
+                for node, info in status["nodes"].items():
+                    addrs = ", ".join(f"{i['ifname']} {i['address']}" for i in info["interfaces"].values())
+                    print(f"  {node}: nvme {info['nvme']}; {addrs}")
+                for problem in status["problems"]:
+                    print(f"  PROBLEM: {problem}")
+            if not status["up"]:
+                return 3
+            return 1 if status["problems"] else 0
+        if args.command == "inventory":
+            print(lab.write_inventory(lab.require_state(), args.inventory_dir) + "/hosts.yml")
+            return 0
+        if args.command == "shell":
+            return lab.shell(args.node)
+        if args.command == "exec":
+            cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+            if not cmd:
+                raise LabError("exec NODE -- COMMAND...: no command given")
+            return lab.exec(args.node, cmd)
+        if args.command == "set-port-mtu":
+            lab.set_port_mtu(args.node, args.fabric, args.mtu)
+            print(f"{lab.name}: switch port of {args.node} on {args.fabric} now MTU {args.mtu}")
+            return 0
+    except LabError as exc:
+        print(f"datapath-lab: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2

@@ -1,0 +1,671 @@
+"""The lab: build, inspect and tear down simulated nodes (standard library only)."""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Lab addresses live only inside lab namespaces. 198.18.0.0/15 is the benchmarking range
+# (RFC 2544): never routed on the internet and rarely used by hosts, but `up` still checks.
+LAB_RANGE = ipaddress.ip_network("198.18.0.0/15")
+STATE_ROOT = "/var/tmp/datapath-lab"  # disk: state, keys, sparse NVMe images, logs
+RUN_ROOT = "/run/datapath-lab"  # a tmpfs per lab: overlay upper dirs of the nodes
+# Interface names of each fabric inside a node, like real NICs (onboard, then PCIe ports).
+NIC_NAMES = ["eno1", "ens1f0np0", "ens2f0np0", "ens3f0np0", "ens4f0np0", "ens5f0np0"]
+DEFAULT_FABRICS = (("mgmt", 1500), ("rdma", 9000))
+
+# Global kernel state that roles and tests may change: recorded by `up`, restored by `down`.
+GLOBAL_SYSCTL_DIRS = ("vm",)
+GLOBAL_SYSCTL_KEYS = (
+    "fs/aio-max-nr", "fs/file-max", "fs/nr_open", "fs/pipe-max-size",
+    "fs/inotify/max_user_watches", "fs/inotify/max_user_instances", "fs/inotify/max_queued_events",
+    "kernel/numa_balancing", "kernel/pid_max", "kernel/threads-max", "kernel/shmmax",
+    "kernel/shmall", "kernel/shmmni", "kernel/msgmax", "kernel/msgmnb", "kernel/msgmni",
+    "kernel/sem", "kernel/sched_autogroup_enabled", "kernel/perf_event_paranoid",
+)
+# Writable vm.* files that are triggers, not settings: never written back.
+SYSCTL_TRIGGERS = {"vm/drop_caches", "vm/compact_memory", "vm/stat_refresh"}
+THP_FILES = ("/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag")
+
+REQUIRED_TOOLS = ("ip", "nsenter", "unshare", "losetup", "ssh-keygen", "mount", "umount")
+SSHD = "/usr/sbin/sshd"
+
+HOLDER_SCRIPT = r"""
+set -eu
+d=$1; node=$2
+m=$d/merged
+mount -t overlay overlay -o "lowerdir=/,upperdir=$d/upper,workdir=$d/work" "$m"
+mount -t proc proc "$m/proc"
+mount -t sysfs sysfs "$m/sys"
+mount --rbind /dev "$m/dev"
+mount -t tmpfs -o mode=0755,size=256m tmpfs "$m/run"
+mount -t tmpfs -o mode=1777,size=1g tmpfs "$m/tmp"
+mkdir -p "$m/run/sshd" "$m/run/lock"
+chmod 0755 "$m/run/sshd"
+hostname "$node"
+: > "$d/ready"
+exec chroot "$m" /bin/sleep infinity
+"""
+
+
+class LabError(Exception):
+    """A problem the user can act on; the CLI prints it without a traceback."""
+
+
+@dataclass
+class Fabric:
+    name: str
+    mtu: int
+    index: int
+
+    @property
+    def subnet(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(f"198.18.{self.index}.0/24")
+
+    @property
+    def ifname(self) -> str:
+        return NIC_NAMES[self.index]
+
+    def address(self, node_index: int) -> str:
+        return str(self.subnet.network_address + 10 + node_index)
+
+
+@dataclass
+class LabConfig:
+    name: str = "dp"
+    nodes: int = 4
+    fabrics: list[tuple[str, int]] = field(default_factory=lambda: list(DEFAULT_FABRICS))
+    nvme_size: str = "2G"
+    inventory_dir: str | None = None  # default: <repo>/inventories/lab for the default lab
+
+    def validate(self) -> None:
+        if not self.name.isalnum() or len(self.name) > 6:
+            raise LabError(f"lab name {self.name!r}: use up to 6 letters or digits")
+        if not 1 <= self.nodes <= 64:
+            raise LabError(f"--nodes {self.nodes}: choose 1 to 64")
+        if not 1 <= len(self.fabrics) <= len(NIC_NAMES):
+            raise LabError(f"choose 1 to {len(NIC_NAMES)} fabrics")
+        seen = set()
+        for name, mtu in self.fabrics:
+            if not name.isalnum() or len(name) > 8:
+                raise LabError(f"fabric name {name!r}: use up to 8 letters or digits")
+            if name in seen:
+                raise LabError(f"fabric {name!r} given twice")
+            seen.add(name)
+            if not 68 <= mtu <= 9216:
+                raise LabError(f"fabric {name}: MTU {mtu} outside 68..9216")
+        parse_size(self.nvme_size)
+
+    def fabric_objs(self) -> list[Fabric]:
+        return [Fabric(n, m, i) for i, (n, m) in enumerate(self.fabrics)]
+
+    def node_names(self) -> list[str]:
+        return [f"node{i}" for i in range(1, self.nodes + 1)]
+
+
+def parse_size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().rstrip("B").rstrip("I")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        value = int(num) * units[unit]
+    except (ValueError, KeyError):
+        raise LabError(f"size {text!r}: use a number with K, M, G or T (e.g. 2G)") from None
+    if not (64 << 20) <= value <= (1 << 40):
+        raise LabError(f"size {text!r}: choose between 64M and 1T (the file is sparse)")
+    return value
+
+
+def run(argv: list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, capture_output=True, text=True, input=input)
+    if check and proc.returncode != 0:
+        raise LabError(f"{' '.join(argv)} failed (rc={proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def repo_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.dirname(os.path.dirname(here))
+
+
+def proc_starttime(pid: int) -> str | None:
+    """Start time of a process (clock ticks since boot): guards against PID reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    fields = data.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):  # a zombie or dead process holds no namespace any more
+        return None
+    return fields[19]
+
+
+class Lab:
+    def __init__(self, name: str = "dp") -> None:
+        self.name = name
+        self.state_dir = os.path.join(STATE_ROOT, name)
+        self.run_dir = os.path.join(RUN_ROOT, name)
+        self.state_file = os.path.join(self.state_dir, "state.json")
+        self.key = os.path.join(self.state_dir, "id_ed25519")
+
+    # ---------------------------------------------------------------- names
+    def ns(self, node: str) -> str:
+        return f"{self.name}-{node}"
+
+    def sw(self, fabric: str) -> str:
+        return f"{self.name}-sw-{fabric}"
+
+    @staticmethod
+    def port(node: str) -> str:
+        return f"p-{node}"
+
+    # ---------------------------------------------------------------- state
+    def load_state(self) -> dict[str, Any] | None:
+        try:
+            with open(self.state_file) as fh:
+                state: dict[str, Any] = json.load(fh)
+                return state
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise LabError(f"lab state {self.state_file} unreadable ({exc}); run `datapath-lab down`") from None
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        tmp = self.state_file + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(state, fh, indent=2, sort_keys=True)
+        os.replace(tmp, self.state_file)
+
+    def namespaces(self) -> list[str]:
+        out = run(["ip", "netns", "list"]).stdout
+        names = [line.split()[0] for line in out.splitlines() if line.strip()]
+        return sorted(n for n in names if n.startswith(self.name + "-"))
+
+    def loop_devices(self) -> list[str]:
+        """Loop devices whose backing file lies in this lab's state directory."""
+        out = run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], check=False).stdout
+        found = []
+        for line in out.splitlines():
+            parts = line.split(None, 1)
+            if len(parts) == 2 and parts[1].strip().startswith(self.state_dir + "/"):
+                found.append(parts[0])
+        return sorted(found)
+
+    def holder_pid(self, node: str, state: dict[str, Any] | None = None) -> int | None:
+        state = state if state is not None else self.load_state()
+        if not state or node not in state.get("nodes", {}):
+            return None
+        info = state["nodes"][node]
+        pid = int(info["holder_pid"])
+        if proc_starttime(pid) != info.get("holder_start"):
+            return None
+        return pid
+
+    # ---------------------------------------------------------------- checks
+    def preflight(self) -> None:
+        if os.geteuid() != 0:
+            raise LabError("the lab needs root (network namespaces, mounts, loop devices)")
+        missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
+        if not os.path.exists(SSHD):
+            missing.append(SSHD)
+        if missing:
+            raise LabError(f"missing tools: {', '.join(missing)}; run `make bootstrap` (scripts/bootstrap.sh)")
+        self.check_host_overlap()
+
+    @staticmethod
+    def check_host_overlap() -> None:
+        """Refuse if the host's own network uses any part of the lab range (read-only check)."""
+        clashes = []
+        for entry in json.loads(run(["ip", "-j", "addr", "show"]).stdout or "[]"):
+            for addr in entry.get("addr_info", []):
+                if addr.get("family") != "inet":
+                    continue
+                net = ipaddress.ip_network(f"{addr['local']}/{addr.get('prefixlen', 32)}", strict=False)
+                if net.overlaps(LAB_RANGE):
+                    clashes.append(f"address {addr['local']}/{addr.get('prefixlen')} on {entry.get('ifname')}")
+        for route in json.loads(run(["ip", "-j", "-4", "route", "show", "table", "all"]).stdout or "[]"):
+            dst = route.get("dst", "")
+            if dst in ("default", "") or route.get("type") in ("broadcast", "local"):
+                continue
+            try:
+                net = ipaddress.ip_network(dst if "/" in dst else dst + "/32", strict=False)
+            except ValueError:
+                continue
+            if net.overlaps(LAB_RANGE):
+                clashes.append(f"route {dst}")
+        if clashes:
+            raise LabError(
+                f"the host network already uses {LAB_RANGE} ({'; '.join(clashes)}); the lab will not start "
+                "because its addresses must never be reachable from the host"
+            )
+
+    def health(self, state: dict[str, Any]) -> list[str]:
+        problems = []
+        have = set(self.namespaces())
+        for node in state["nodes"]:
+            if self.ns(node) not in have:
+                problems.append(f"{node}: namespace {self.ns(node)} missing")
+            if self.holder_pid(node, state) is None:
+                problems.append(f"{node}: holder process gone")
+            loop = state["nodes"][node]["nvme"]
+            if loop not in self.loop_devices():
+                problems.append(f"{node}: loop device {loop} detached")
+        for fabric in state["fabrics"]:
+            if self.sw(fabric["name"]) not in have:
+                problems.append(f"fabric {fabric['name']}: switch namespace missing")
+        return problems
+
+    # ---------------------------------------------------------------- up
+    def up(self, config: LabConfig, log: Any = print) -> dict[str, Any]:
+        config.validate()
+        self.preflight()
+        started = time.monotonic()
+        state = self.load_state()
+        if state is not None:
+            problems = self.health(state)
+            same = state["config"] == _config_dict(config)
+            if not problems and same:
+                log(f"lab {self.name} is already up with {len(state['nodes'])} nodes; inventory refreshed")
+                self.write_inventory(state, config.inventory_dir)
+                return state
+            why = "; ".join(problems) if problems else "a different configuration was requested"
+            log(f"lab {self.name}: replacing the existing lab ({why})")
+            self.down(log=lambda *_: None)
+        elif self.namespaces() or self.loop_devices() or os.path.ismount(self.run_dir):
+            log(f"lab {self.name}: cleaning up leftovers of an earlier run")
+            self.down(log=lambda *_: None)
+
+        os.makedirs(self.state_dir, exist_ok=True)
+        state = {
+            "name": self.name,
+            "config": _config_dict(config),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "global_snapshot": snapshot_globals(),
+            "fabrics": [asdict(f) | {"subnet": str(f.subnet), "ifname": f.ifname} for f in config.fabric_objs()],
+            "nodes": {},
+        }
+        # Save early: a crash from here on leaves enough for `down` to restore and clean.
+        self.save_state(state)
+        try:
+            self._build(config, state)
+        except BaseException:
+            self.down(log=lambda *_: None)
+            raise
+        self.save_state(state)
+        self.write_inventory(state, config.inventory_dir)
+        state["up_seconds"] = round(time.monotonic() - started, 2)
+        self.save_state(state)
+        log(f"lab {self.name}: {config.nodes} nodes on {len(config.fabrics)} fabrics up in {state['up_seconds']} s")
+        return state
+
+    def _build(self, config: LabConfig, state: dict[str, Any]) -> None:
+        os.makedirs(self.run_dir, exist_ok=True)
+        if not os.path.ismount(self.run_dir):
+            # Overlay upper dirs must not sit inside the lower layer (the host root).
+            run(["mount", "-t", "tmpfs", "-o", "mode=0700,size=4g", f"datapath-lab-{self.name}", self.run_dir])
+        if not os.path.exists(self.key):
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"datapath-lab-{self.name}", "-f", self.key])
+        with open(self.key + ".pub") as fh:
+            pubkey = fh.read()
+
+        fabrics = config.fabric_objs()
+        for fabric in fabrics:
+            sw = self.sw(fabric.name)
+            run(["ip", "netns", "add", sw])
+            run(["ip", "-n", sw, "link", "set", "lo", "up"])
+            run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
+            run(["ip", "-n", sw, "link", "set", "br0", "mtu", str(fabric.mtu), "up"])
+
+        names = config.node_names()
+        hosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+        for idx, node in enumerate(names, start=1):
+            hosts += "".join(f"{f.address(idx)} {node}-{f.name}" + (f" {node}" if f.index == 0 else "") + "\n"
+                             for f in fabrics)
+
+        size = parse_size(config.nvme_size)
+        for idx, node in enumerate(names, start=1):
+            ns = self.ns(node)
+            run(["ip", "netns", "add", ns])
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            addresses = {}
+            for fabric in fabrics:
+                sw = self.sw(fabric.name)
+                # Both ends are created directly inside their namespaces: no interface ever
+                # appears in the host's namespace.
+                run(["ip", "link", "add", fabric.ifname, "netns", ns, "type", "veth",
+                     "peer", "name", self.port(node), "netns", sw])
+                mac = "02:dd:%02x:%02x:%02x:%02x" % (_lab_byte(self.name), fabric.index, idx >> 8, idx & 0xFF)
+                run(["ip", "-n", ns, "link", "set", fabric.ifname, "address", mac, "mtu", str(fabric.mtu), "up"])
+                addr = fabric.address(idx)
+                run(["ip", "-n", ns, "addr", "add", f"{addr}/{fabric.subnet.prefixlen}", "dev", fabric.ifname])
+                run(["ip", "-n", sw, "link", "set", self.port(node), "mtu", str(fabric.mtu), "master", "br0", "up"])
+                addresses[fabric.name] = {"ifname": fabric.ifname, "address": addr, "mac": mac,
+                                          "prefixlen": fabric.subnet.prefixlen}
+            image = os.path.join(self.state_dir, f"nvme-{node}.img")
+            with open(image, "wb") as fh:
+                fh.truncate(size)
+            loop = run(["losetup", "-f", "-P", "--show", image]).stdout.strip()
+            state["nodes"][node] = {"ns": ns, "index": idx, "nvme": loop, "nvme_image": image,
+                                    "nvme_bytes": size, "interfaces": addresses, "holder_pid": 0,
+                                    "holder_start": None}
+            self.save_state(state)
+            self._prepare_upper(node, pubkey, hosts)
+            pid = self._start_holder(node)
+            state["nodes"][node]["holder_pid"] = pid
+            state["nodes"][node]["holder_start"] = proc_starttime(pid)
+            self.save_state(state)
+
+        deadline = time.monotonic() + 20
+        for node in names:
+            ready = os.path.join(self.run_dir, "nodes", node, "ready")
+            while not os.path.exists(ready):
+                if self.holder_pid(node, state) is None:
+                    raise LabError(f"{node}: holder exited during setup; see {self._holder_log(node)}")
+                if time.monotonic() > deadline:
+                    raise LabError(f"{node}: holder not ready after 20 s; see {self._holder_log(node)}")
+                time.sleep(0.02)
+
+    def _holder_log(self, node: str) -> str:
+        return os.path.join(self.state_dir, f"holder-{node}.log")
+
+    def _prepare_upper(self, node: str, pubkey: str, hosts: str) -> None:
+        """Write the node's own files into its overlay upper layer before it is mounted."""
+        base = os.path.join(self.run_dir, "nodes", node)
+        upper = os.path.join(base, "upper")
+        for sub in ("upper", "work", "merged"):
+            os.makedirs(os.path.join(base, sub), exist_ok=True)
+        os.makedirs(os.path.join(upper, "etc"), exist_ok=True)
+        os.makedirs(os.path.join(upper, "root", ".ssh"), mode=0o700, exist_ok=True)
+        os.chmod(os.path.join(upper, "root"), 0o700)
+        os.chmod(os.path.join(upper, "root", ".ssh"), 0o700)
+        _write(os.path.join(upper, "root", ".ssh", "authorized_keys"), pubkey, 0o600)
+        _write(os.path.join(upper, "etc", "hostname"), node + "\n", 0o644)
+        _write(os.path.join(upper, "etc", "hosts"), hosts, 0o644)
+        _write(os.path.join(upper, "etc", "machine-id"), os.urandom(16).hex() + "\n", 0o444)
+
+    def _start_holder(self, node: str) -> int:
+        base = os.path.join(self.run_dir, "nodes", node)
+        with open(self._holder_log(node), "w") as log, open(os.devnull) as devnull:
+            proc = subprocess.Popen(
+                ["nsenter", f"--net=/run/netns/{self.ns(node)}", "--",
+                 "unshare", "--mount", "--uts", "--propagation", "private", "--",
+                 "/bin/sh", "-c", HOLDER_SCRIPT, "holder", base, node],
+                stdin=devnull, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            )
+        return proc.pid
+
+    # ---------------------------------------------------------------- down
+    def down(self, log: Any = print) -> list[str]:
+        """Remove everything of this lab, from any state; idempotent. Returns what it did."""
+        done: list[str] = []
+        state = self.load_state()
+        # 1. every process inside the lab's namespaces (holders, sshd -i sessions, modules).
+        for ns in self.namespaces():
+            pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
+            for text in pids:
+                _kill(int(text))
+            if pids:
+                done.append(f"stopped {len(pids)} process(es) in {ns}")
+        if state:
+            for node in state.get("nodes", {}):
+                holder = self.holder_pid(node, state)
+                if holder:
+                    _kill(holder)
+        _wait_gone([int(p) for ns in self.namespaces()
+                    for p in run(["ip", "netns", "pids", ns], check=False).stdout.split()])
+        # 2. namespaces (their veths and bridges go with them).
+        for ns in self.namespaces():
+            run(["ip", "netns", "delete", ns], check=False)
+            done.append(f"deleted namespace {ns}")
+        # 3. loop devices backed by this lab's images.
+        for loop in self.loop_devices():
+            run(["losetup", "-d", loop], check=False)
+            done.append(f"detached {loop}")
+        # 4. the overlay tmpfs.
+        if os.path.ismount(self.run_dir):
+            if run(["umount", self.run_dir], check=False).returncode != 0:
+                run(["umount", "-l", self.run_dir], check=False)
+            done.append(f"unmounted {self.run_dir}")
+        if os.path.isdir(self.run_dir) and not os.path.ismount(self.run_dir):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        # 5. global kernel state back to what `up` found.
+        if state and state.get("global_snapshot"):
+            restored = restore_globals(state["global_snapshot"])
+            done.extend(f"restored {k}" for k in restored)
+        # 6. files.
+        if os.path.isdir(self.state_dir):
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+            done.append(f"removed {self.state_dir}")
+        inv = state.get("inventory_dir") if state else None
+        if inv and os.path.isfile(os.path.join(inv, ".datapath-lab")):
+            shutil.rmtree(inv, ignore_errors=True)
+            done.append(f"removed inventory {inv}")
+        for line in done:
+            log(line)
+        if not done:
+            log(f"lab {self.name}: nothing to remove")
+        return done
+
+    # ---------------------------------------------------------------- use
+    def require_state(self) -> dict[str, Any]:
+        state = self.load_state()
+        if state is None:
+            raise LabError(f"lab {self.name} is not up; run `datapath-lab up` (make lab-up)")
+        return state
+
+    def nsenter_argv(self, node: str) -> list[str]:
+        state = self.require_state()
+        if node not in state["nodes"]:
+            raise LabError(f"no node {node!r} in lab {self.name}; nodes: {', '.join(state['nodes'])}")
+        pid = self.holder_pid(node, state)
+        if pid is None:
+            raise LabError(f"{node}: holder process is gone; run `datapath-lab up` to recover")
+        return ["nsenter", "-t", str(pid), "-m", "-u", "-n", "-r", "-w"]
+
+    def exec(self, node: str, argv: list[str]) -> int:
+        return subprocess.call(self.nsenter_argv(node) + argv)
+
+    def run_in(self, node: str, argv: list[str], check: bool = True,
+               input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run a command inside a node and capture its output (for tests and tools)."""
+        return run(self.nsenter_argv(node) + argv, check=check, input=input)
+
+    def run_in_switch(self, fabric: str, argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run(["ip", "netns", "exec", self.sw(fabric)] + argv, check=check)
+
+    def shell(self, node: str) -> int:
+        return subprocess.call(self.nsenter_argv(node) + ["/bin/bash", "-l"],
+                               env={**os.environ, "PS1": f"[{node}] \\w# "})
+
+    def set_port_mtu(self, node: str, fabric: str, mtu: int) -> None:
+        state = self.require_state()
+        if node not in state["nodes"]:
+            raise LabError(f"no node {node!r}; nodes: {', '.join(state['nodes'])}")
+        if fabric not in {f["name"] for f in state["fabrics"]}:
+            raise LabError(f"no fabric {fabric!r}; fabrics: {', '.join(f['name'] for f in state['fabrics'])}")
+        if not 68 <= mtu <= 9216:
+            raise LabError(f"MTU {mtu} outside 68..9216")
+        run(["ip", "-n", self.sw(fabric), "link", "set", self.port(node), "mtu", str(mtu)])
+
+    def status(self) -> dict[str, Any]:
+        state = self.load_state()
+        if state is None:
+            return {"name": self.name, "up": False, "leftovers": self.namespaces() + self.loop_devices()}
+        return {"name": self.name, "up": True, "problems": self.health(state), "nodes": state["nodes"],
+                "fabrics": state["fabrics"], "created": state.get("created"),
+                "up_seconds": state.get("up_seconds"), "inventory_dir": state.get("inventory_dir")}
+
+    # ---------------------------------------------------------------- inventory
+    def proxy_command(self, node: str, state: dict[str, Any]) -> str:
+        pid = self.holder_pid(node, state)
+        return (f"nsenter -t {pid} -m -u -n -r -w {SSHD} -i -o UsePAM=no "
+                "-o PasswordAuthentication=no -o KbdInteractiveAuthentication=no")
+
+    def write_inventory(self, state: dict[str, Any], inventory_dir: str | None = None) -> str:
+        inv = inventory_dir or state.get("inventory_dir") or os.path.join(repo_root(), "inventories", "lab")
+        inv = os.path.abspath(inv)
+        os.makedirs(inv, exist_ok=True)
+        state["inventory_dir"] = inv
+        self.save_state(state)
+        mgmt = state["fabrics"][0]["name"]
+        hosts: dict[str, Any] = {}
+        for node, info in state["nodes"].items():
+            ssh_args = (f'-o ProxyCommand="{self.proxy_command(node, state)}" '
+                        "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
+            hosts[node] = {
+                # A name, not an address: ssh never resolves it (ProxyCommand), and it keeps
+                # ControlPath sockets of different labs apart.
+                "ansible_host": f"{node}.{self.name}.lab",
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": self.key,
+                "ansible_ssh_common_args": ssh_args,
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "datapath_connection_address": info["interfaces"][mgmt]["address"],
+                "datapath_lab_node": True,
+                "datapath_lab_nvme": info["nvme"],
+                "datapath_lab_nvme_bytes": info["nvme_bytes"],
+                "datapath_lab_interfaces": info["interfaces"],
+            }
+        names = list(state["nodes"])
+        half = (len(names) + 1) // 2
+        inventory = {
+            "all": {
+                "vars": {"datapath_lab_name": self.name},
+                "children": {
+                    "gpu_nodes": {
+                        "hosts": {n: {} for n in names},
+                        "children": {
+                            "rack_a": {"hosts": {n: {} for n in names[:half]}},
+                            "rack_b": {"hosts": {n: {} for n in names[half:]}},
+                        },
+                    },
+                },
+                "hosts": hosts,
+            }
+        }
+        # JSON is valid YAML: no YAML library needed on this side.
+        _write(os.path.join(inv, "hosts.yml"),
+               "# Written by datapath-lab; regenerated on every `up`. Do not edit.\n"
+               + json.dumps(inventory, indent=2, sort_keys=True) + "\n", 0o644)
+        _write(os.path.join(inv, ".datapath-lab"), self.name + "\n", 0o644)
+        spec_src = os.path.join(os.path.dirname(__file__), "spec", "datapath.yml")
+        spec_dst = os.path.join(inv, "group_vars", "all", "datapath.yml")
+        if os.path.exists(spec_src):
+            os.makedirs(os.path.dirname(spec_dst), exist_ok=True)
+            with open(spec_src) as fh:
+                text = fh.read()
+            for fabric in state["fabrics"]:
+                text = text.replace("@" + fabric["name"].upper() + "_MTU@", str(fabric["mtu"]))
+                text = text.replace("@" + fabric["name"].upper() + "_SUBNET@", fabric["subnet"])
+                text = text.replace("@" + fabric["name"].upper() + "_IF@", fabric["ifname"])
+            _write(spec_dst, text, 0o644)
+        return inv
+
+
+# -------------------------------------------------------------------- helpers
+def _config_dict(config: LabConfig) -> dict[str, Any]:
+    return {"nodes": config.nodes, "fabrics": [list(f) for f in config.fabrics], "nvme_size": config.nvme_size}
+
+
+def _lab_byte(name: str) -> int:
+    return sum(name.encode()) & 0xFF
+
+
+def _write(path: str, text: str, mode: int) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError as exc:
+        if exc.errno != errno.ESRCH:
+            raise
+
+
+def _wait_gone(pids: list[int], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def _global_files() -> list[str]:
+    files = []
+    for top in GLOBAL_SYSCTL_DIRS:
+        base = os.path.join("/proc/sys", top)
+        for entry in sorted(os.listdir(base)):
+            rel = f"{top}/{entry}"
+            path = os.path.join(base, entry)
+            if rel in SYSCTL_TRIGGERS or not os.path.isfile(path):
+                continue
+            if os.stat(path).st_mode & 0o200:
+                files.append(path)
+    files += [os.path.join("/proc/sys", k) for k in GLOBAL_SYSCTL_KEYS]
+    hp = "/sys/kernel/mm/hugepages"
+    if os.path.isdir(hp):
+        files += [os.path.join(hp, d, "nr_hugepages") for d in sorted(os.listdir(hp))]
+    nodes = "/sys/devices/system/node"
+    if os.path.isdir(nodes):
+        for node in sorted(d for d in os.listdir(nodes) if d.startswith("node") and d[4:].isdigit()):
+            base = os.path.join(nodes, node, "hugepages")
+            if os.path.isdir(base):
+                files += [os.path.join(base, d, "nr_hugepages") for d in sorted(os.listdir(base))]
+    files += list(THP_FILES)
+    return files
+
+
+def _read_value(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            value = fh.read().strip()
+    except OSError:
+        return None
+    if path in THP_FILES:  # "always [madvise] never" -> "madvise"
+        for word in value.split():
+            if word.startswith("["):
+                return word.strip("[]")
+    return value
+
+
+def snapshot_globals() -> dict[str, str]:
+    snap = {}
+    for path in _global_files():
+        value = _read_value(path)
+        if value is not None:
+            snap[path] = value
+    return snap
+
+
+def restore_globals(snapshot: dict[str, str]) -> list[str]:
+    """Write back every recorded value that differs now. Per-node HugePages first is not
+    needed: the pool totals are restored after the per-node files (sorted: /proc < /sys)."""
+    restored = []
+    # Restore node-level HugePages before the global pool file so the totals end right.
+    order = sorted(snapshot, key=lambda p: (0 if "/devices/system/node/" in p else 1, p))
+    for path in order:
+        want = snapshot[path]
+        if _read_value(path) == want:
+            continue
+        try:
+            with open(path, "w") as fh:
+                fh.write(want)
+        except OSError:
+            continue
+        if _read_value(path) == want:
+            restored.append(path)
+    return restored

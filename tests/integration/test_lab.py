@@ -1,0 +1,198 @@
+"""The lab itself: isolation, reachability, real SSH, recovery and complete teardown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import VENV_BIN, LabHandle
+from datapath_lab import Lab, LabConfig
+from datapath_lab.core import LabError
+
+pytestmark = pytest.mark.lab
+
+
+def addr(lab: LabHandle, node: str, fabric: str) -> str:
+    return str(lab.state["nodes"][node]["interfaces"][fabric]["address"])
+
+
+def test_nodes_reach_each_other_on_each_fabric(lab: LabHandle) -> None:
+    for fabric in ("mgmt", "rdma"):
+        out = lab.sh("node1", f"ping -c1 -W2 {addr(lab, 'node2', fabric)}", check=False)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_fabrics_are_separate(lab: LabHandle) -> None:
+    # Each fabric is its own switch: after traffic on the RDMA fabric, only the RDMA
+    # bridge has learnt the peers' RDMA MACs; the management bridge never sees them.
+    lab.sh("node1", f"ping -c1 -W2 {addr(lab, 'node2', 'rdma')}")
+    rdma_mac = lab.state["nodes"]["node2"]["interfaces"]["rdma"]["mac"]
+    mgmt_mac = lab.state["nodes"]["node2"]["interfaces"]["mgmt"]["mac"]
+    rdma_fdb = lab.lab.run_in_switch("rdma", ["bridge", "fdb", "show", "br", "br0"]).stdout
+    mgmt_fdb = lab.lab.run_in_switch("mgmt", ["bridge", "fdb", "show", "br", "br0"]).stdout
+    assert rdma_mac in rdma_fdb
+    assert rdma_mac not in mgmt_fdb
+    assert mgmt_mac not in rdma_fdb
+    # With strict ARP (as multi-rail RDMA nodes are configured), a peer's RDMA address is
+    # unreachable through the management NIC.
+    lab.sh("node2", "echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore")
+    try:
+        out = lab.sh("node1", f"ip neigh flush dev eno1; ping -c1 -W1 -I eno1 {addr(lab, 'node2', 'rdma')}",
+                     check=False)
+        assert out.returncode != 0
+    finally:
+        lab.sh("node2", "echo 0 > /proc/sys/net/ipv4/conf/all/arp_ignore")
+
+
+def test_node_sees_only_its_own_nics_and_hostname(lab: LabHandle) -> None:
+    out = lab.sh("node3", "hostname; ls /sys/class/net").stdout.split()
+    assert out[0] == "node3"
+    assert sorted(out[1:]) == ["eno1", "ens1f0np0", "lo"]
+
+
+def test_jumbo_frames_pass_on_the_rdma_fabric(lab: LabHandle) -> None:
+    out = lab.sh("node1", f"ping -c1 -W2 -M do -s 8972 {addr(lab, 'node4', 'rdma')}", check=False)
+    assert out.returncode == 0, out.stdout
+
+
+def test_etc_changes_stay_inside_the_node(lab: LabHandle) -> None:
+    marker = "/etc/datapath-lab-isolation-test"
+    try:
+        lab.sh("node1", f"echo node1 > {marker}")
+        assert lab.sh("node1", f"cat {marker}").stdout.strip() == "node1"
+        assert lab.sh("node2", f"test -e {marker}", check=False).returncode != 0
+        assert not os.path.exists(marker)
+    finally:
+        lab.sh("node1", f"rm -f {marker}", check=False)
+
+
+def test_net_sysctl_is_per_node(lab: LabHandle) -> None:
+    key = "/proc/sys/net/ipv4/tcp_ecn"
+    with open(key) as fh:
+        host_value = fh.read().strip()
+    before2 = lab.sh("node2", f"cat {key}").stdout.strip()
+    new = "1" if before2 != "1" else "2"
+    lab.sh("node1", f"echo {new} > {key}")
+    assert lab.sh("node1", f"cat {key}").stdout.strip() == new
+    assert lab.sh("node2", f"cat {key}").stdout.strip() == before2
+    with open(key) as fh:
+        assert fh.read().strip() == host_value
+
+
+def test_nvme_loop_device_is_visible_in_its_node(lab: LabHandle) -> None:
+    dev = lab.state["nodes"]["node2"]["nvme"]
+    out = lab.sh("node2", f"blockdev --getsize64 {dev}").stdout.strip()
+    assert int(out) == lab.state["nodes"]["node2"]["nvme_bytes"]
+
+
+def test_ansible_ping_over_real_ssh(lab: LabHandle) -> None:
+    proc = subprocess.run(
+        [os.path.join(VENV_BIN, "ansible"), "all", "-i", lab.inventory, "-m", "ansible.builtin.ping",
+         "-o"], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "ANSIBLE_CONFIG": os.path.join(os.path.dirname(VENV_BIN), "..", "ansible.cfg")},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("SUCCESS") == len(lab.nodes)
+
+
+def test_host_network_untouched(lab: LabHandle) -> None:
+    out = json.loads(subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True).stdout)
+    for link in out:
+        for a in link.get("addr_info", []):
+            assert not a["local"].startswith(("198.18.", "198.19.")), link["ifname"]
+        assert not link["ifname"].startswith(("p-node", "ens1f0np0")), link["ifname"]
+
+
+def test_set_port_mtu_breaks_only_that_nodes_jumbo_path(lab: LabHandle) -> None:
+    lab.lab.set_port_mtu("node2", "rdma", 1500)
+    try:
+        big = "ping -c1 -W1 -M do -s 8972 "
+        assert lab.sh("node1", big + addr(lab, "node2", "rdma"), check=False).returncode != 0
+        assert lab.sh("node1", big + addr(lab, "node3", "rdma"), check=False).returncode == 0
+        assert lab.sh("node1", "ping -c1 -W2 -M do -s 1472 " + addr(lab, "node2", "rdma"),
+                      check=False).returncode == 0
+    finally:
+        lab.lab.set_port_mtu("node2", "rdma", 9000)
+    assert lab.sh("node1", "ping -c1 -W2 -M do -s 8972 " + addr(lab, "node2", "rdma"),
+                  check=False).returncode == 0
+
+
+def _leftovers(name: str) -> list[str]:
+    lab = Lab(name)
+    found = lab.namespaces() + lab.loop_devices()
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    found += [m for m in mounts.splitlines() if f"/datapath-lab/{name}" in m]
+    if os.path.exists(lab.state_dir):
+        found.append(lab.state_dir)
+    return found
+
+
+@pytest.fixture
+def scratch_lab(tmp_path):  # type: ignore[no-untyped-def]
+    lab = Lab("dpx")
+    try:
+        yield lab, str(tmp_path / "inv")
+    finally:
+        lab.down(log=lambda *_: None)
+        assert _leftovers("dpx") == []
+
+
+def test_down_leaves_nothing_and_is_idempotent(scratch_lab) -> None:  # type: ignore[no-untyped-def]
+    lab, inv = scratch_lab
+    state = lab.up(LabConfig(name="dpx", nodes=2, nvme_size="256M", inventory_dir=inv), log=lambda *_: None)
+    assert len(lab.namespaces()) == 2 + 2  # two nodes, two switches
+    assert len(lab.loop_devices()) == 2
+    assert os.path.exists(os.path.join(state["inventory_dir"], "hosts.yml"))
+    lab.down(log=lambda *_: None)
+    assert _leftovers("dpx") == []
+    assert not os.path.exists(os.path.join(inv, "hosts.yml"))
+    assert lab.down(log=lambda *_: None) == []
+
+
+def test_up_recovers_from_a_dead_node_and_reports_a_healthy_lab(scratch_lab) -> None:  # type: ignore[no-untyped-def]
+    lab, inv = scratch_lab
+    config = LabConfig(name="dpx", nodes=2, nvme_size="256M", inventory_dir=inv)
+    state = lab.up(config, log=lambda *_: None)
+    messages: list[str] = []
+    lab.up(config, log=messages.append)
+    assert "already up" in messages[-1]
+    os.kill(int(state["nodes"]["node1"]["holder_pid"]), 9)
+    assert any("holder process gone" in p for p in lab.health(lab.load_state() or {}))
+    messages.clear()
+    state = lab.up(config, log=messages.append)
+    assert "replacing the existing lab" in messages[0]
+    assert lab.health(state) == []
+    assert lab.run_in("node1", ["hostname"]).stdout.strip() == "node1"
+
+
+def test_down_cleans_a_half_built_lab_without_state(scratch_lab) -> None:  # type: ignore[no-untyped-def]
+    lab, inv = scratch_lab
+    lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv), log=lambda *_: None)
+    os.unlink(lab.state_file)  # as if `up` had crashed before writing its state
+    lab.down(log=lambda *_: None)
+    assert _leftovers("dpx") == []
+
+
+def test_down_restores_global_kernel_state(scratch_lab) -> None:  # type: ignore[no-untyped-def]
+    lab, inv = scratch_lab
+    lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv), log=lambda *_: None)
+    key = "/proc/sys/vm/swappiness"
+    with open(key) as fh:
+        before = fh.read().strip()
+    lab.run_in("node1", ["/bin/sh", "-c", f"echo {int(before) + 1 if int(before) < 100 else 10} > {key}"])
+    with open(key) as fh:
+        assert fh.read().strip() != before  # global: the host sees it too
+    lab.down(log=lambda *_: None)
+    with open(key) as fh:
+        assert fh.read().strip() == before
+
+
+def test_up_refuses_bad_arguments() -> None:
+    with pytest.raises(LabError, match="MTU"):
+        LabConfig(name="dpx", fabrics=[("mgmt", 20000)]).validate()
+    with pytest.raises(LabError, match="lab name"):
+        LabConfig(name="bad;name").validate()
+    with pytest.raises(LabError, match="size"):
+        LabConfig(name="dpx", nvme_size="lots").validate()
