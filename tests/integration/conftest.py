@@ -47,7 +47,8 @@ class PlayResult:
         found: dict[str, dict[str, Any]] = {}
         for play in self.data.get("plays", []):
             for task in play.get("tasks", []):
-                if task.get("task", {}).get("name") == task_name:
+                name = task.get("task", {}).get("name", "")
+                if name == task_name or name.endswith(" : " + task_name):
                     found.update(task.get("hosts", {}))
         return found
 

@@ -1,0 +1,411 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Sysctl profile backend (stdlib only): read every key, plan, apply, verify, persist.
+
+The backend answers the two questions of every module in this collection: *what is the
+state now?* (``read``) and *what has to change?* (``plan``); ``apply`` executes the plan,
+reads every written key back and rolls back this call's changes when the kernel rejects
+or clamps a value.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import os
+import stat
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
+
+DEFAULT_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
+
+# systemd-sysctl(8) / sysctl.d(5): directories in priority order. A file name found in an
+# earlier directory masks files of the same name in later ones; the surviving files are
+# applied in lexical order of their names, so a later name overrides an earlier one.
+SYSCTL_DIRS = (
+    "/etc/sysctl.d",
+    "/run/sysctl.d",
+    "/usr/local/lib/sysctl.d",
+    "/usr/lib/sysctl.d",
+    "/lib/sysctl.d",
+)
+SYSCTL_CONF = "/etc/sysctl.conf"
+
+# net.* keys that live in the initial network namespace only (or are read-only copies in
+# child namespaces): writing them from a lab node changes the whole host.
+GLOBAL_NET_KEYS = frozenset((
+    "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default",
+    "net.core.wmem_default", "net.core.netdev_max_backlog", "net.core.netdev_budget",
+    "net.core.netdev_budget_usecs", "net.core.dev_weight", "net.core.busy_poll",
+    "net.core.busy_read", "net.core.default_qdisc", "net.core.rps_sock_flow_entries",
+    "net.core.message_cost", "net.core.message_burst", "net.core.netdev_rss_key",
+    "net.core.bpf_jit_enable", "net.core.flow_limit_table_len",
+    "net.ipv4.tcp_mem", "net.ipv4.udp_mem", "net.netfilter.nf_conntrack_max",
+    "net.nf_conntrack_max", "net.unix.max_dgram_qlen_global",
+))
+
+MANAGED_HEADER = (
+    "# Managed by aiinfra.datapath.{module}; changes here are overwritten.\n"
+    "# Generated from the node plan; one key per line, applied by systemd-sysctl at boot.\n"
+)
+
+
+class SysctlError(Exception):
+    """A failure the module reports with ``fail_json`` (message plus result fields)."""
+
+    def __init__(self, msg, **result):
+        Exception.__init__(self, msg)
+        self.msg = msg
+        self.result = result
+
+
+def canonical_name(name):
+    """Return the dotted name of a key given as ``a.b.c`` or ``a/b/c``.
+
+    In slash form a dot belongs to a component (``net/ipv4/conf/eth0.100/rp_filter``); the
+    dotted form writes that dot as a slash (``net.ipv4.conf.eth0/100.rp_filter``), as
+    sysctl(8) does.
+    """
+    name = name.strip().lstrip("-").strip()
+    first_dot = name.find(".")
+    first_slash = name.find("/")
+    if first_slash != -1 and (first_dot == -1 or first_slash < first_dot):
+        return name.replace(".", "\0").replace("/", ".").replace("\0", "/")
+    return name
+
+
+def proc_path(name):
+    """``net.ipv4.conf.eth0/100.rp_filter`` -> ``/proc/sys/net/ipv4/conf/eth0.100/rp_filter``."""
+    parts = [part.replace("/", ".") for part in canonical_name(name).split(".")]
+    return "/proc/sys/" + "/".join(parts)
+
+
+def scope_of(name):
+    """``netns`` for keys each network namespace holds for itself, else ``global``."""
+    name = canonical_name(name)
+    if name.startswith("net.") and name not in GLOBAL_NET_KEYS:
+        return "netns"
+    return "global"
+
+
+def split_value(value):
+    """Compare values by their fields: ``"4096\\t131072  16777216"`` -> ('4096', ...)."""
+    return tuple(str(value).split())
+
+
+def join_value(fields):
+    return " ".join(fields)
+
+
+def _as_ints(fields):
+    try:
+        return [int(field) for field in fields]
+    except ValueError:
+        return None
+
+
+def effective_value(wanted, live, mode):
+    """The value the key must hold: ``wanted`` (exact) or the field-wise max (minimum).
+
+    ``minimum`` only raises: each field of the live value below the floor is raised to it,
+    fields already higher stay as they are.
+    """
+    wanted_f = split_value(wanted)
+    if mode == "exact" or live is None:
+        return wanted_f
+    live_f = split_value(live)
+    floor = _as_ints(wanted_f)
+    current = _as_ints(live_f)
+    if current is None or len(current) != len(floor):
+        # validated before; keep the wanted value so the caller can report it
+        return wanted_f
+    return tuple(str(max(current[i], floor[i])) for i in range(len(floor)))
+
+
+def parse_conf(text):
+    """Parse a sysctl.d file: ``[(name, value)]`` in order (``-`` prefix and comments dropped)."""
+    entries = []
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;" or "=" not in line:
+            continue
+        name, value = line.split("=", 1)
+        entries.append((canonical_name(name), value.strip()))
+    return entries
+
+
+def render_conf(values, module="sysctl_profile"):
+    """Render ``{name: value}`` as the managed file (sorted, one ``name = value`` a line)."""
+    lines = [MANAGED_HEADER.format(module=module)]
+    for name in sorted(values):
+        lines.append("%s = %s\n" % (name, values[name]))
+    return "".join(lines)
+
+
+def boot_order(host, managed_file=None):
+    """Return the node paths systemd-sysctl applies, in order (masked names resolved).
+
+    ``managed_file`` is placed as if it existed already, so that a first run (file not
+    written yet) still knows which files come after it.
+    """
+    chosen = {}
+    for directory in SYSCTL_DIRS:
+        entries = host.listdir(directory)
+        if managed_file and os.path.dirname(managed_file) == directory:
+            entries = sorted(set(entries) | set([os.path.basename(managed_file)]))
+        for entry in entries:
+            if not entry.endswith(".conf") or entry.startswith("."):
+                continue
+            if entry not in chosen:
+                chosen[entry] = directory + "/" + entry
+    ordered = [chosen[name] for name in sorted(chosen)]
+    ordered.append(SYSCTL_CONF)
+    return ordered
+
+
+def _same_file(host, left, right):
+    try:
+        return os.path.samefile(host.path(left), host.path(right))
+    except OSError:
+        return False
+
+
+def find_overrides(host, managed_file, values):
+    """Files applied after ``managed_file`` at boot that set one of ``values`` differently.
+
+    Returns ``[{key, file, value, wanted}]``. A file of the same name in a directory of
+    higher priority masks ours completely: then every key is reported against it.
+    """
+    order = boot_order(host, managed_file)
+    overrides = []
+    base = os.path.basename(managed_file)
+    masking = None
+    position = None
+    seen = set()
+    for index, path in enumerate(order):
+        if path == managed_file:
+            position = index
+            break
+        if os.path.basename(path) == base:
+            masking = path
+    if masking is not None:
+        for name in sorted(values):
+            overrides.append({"key": name, "file": masking, "value": None,
+                              "wanted": values[name], "reason": "masks the managed file"})
+        return overrides
+    later = order if position is None else order[position + 1:]
+    for path in later:
+        if path == managed_file or _same_file(host, path, managed_file):
+            continue
+        real = host.path(path)
+        if os.path.realpath(real) in seen:
+            # /etc/sysctl.d/99-sysctl.conf -> ../sysctl.conf: report it once
+            continue
+        seen.add(os.path.realpath(real))
+        if os.path.realpath(real) == "/dev/null":
+            continue
+        for name, value in parse_conf(host.read_raw(path)):
+            for key in sorted(values):
+                if name == key or ("*" in name and fnmatch.fnmatchcase(key, name)):
+                    if split_value(value) != split_value(values[key]):
+                        overrides.append({"key": key, "file": path, "value": value,
+                                          "wanted": values[key],
+                                          "reason": "applied after the managed file at boot"})
+    return overrides
+
+
+def normalise_keys(raw_keys):
+    """Accept ``{name: scalar}`` or ``{name: {value, mode, ignore_missing, scope}}``.
+
+    Returns ``{canonical name: spec}``; raises SysctlError naming every bad entry.
+    """
+    keys = {}
+    errors = []
+    for name in sorted(raw_keys or {}):
+        spec = raw_keys[name]
+        canon = canonical_name(str(name))
+        if not canon or canon.startswith(".") or ".." in canon or " " in canon:
+            errors.append("%s: not a valid sysctl name" % name)
+            continue
+        if not isinstance(spec, dict):
+            spec = {"value": spec}
+        unknown = set(spec) - set(("value", "mode", "ignore_missing", "scope"))
+        if unknown:
+            errors.append("%s: unknown option(s) %s (allowed: value, mode, ignore_missing, scope)"
+                          % (name, ", ".join(sorted(unknown))))
+            continue
+        value = spec.get("value")
+        if value is None or isinstance(value, (dict, list)) or str(value).strip() == "":
+            errors.append("%s: value must be a non-empty string or number" % name)
+            continue
+        if isinstance(value, bool):
+            value = int(value)
+        mode = spec.get("mode") or "exact"
+        if mode not in ("exact", "minimum"):
+            errors.append("%s: mode must be exact or minimum, got %r" % (name, mode))
+            continue
+        if mode == "minimum" and _as_ints(split_value(value)) is None:
+            errors.append("%s: mode minimum needs integer field(s), got %r" % (name, str(value)))
+            continue
+        scope = spec.get("scope")
+        if scope is not None and scope not in ("netns", "global"):
+            errors.append("%s: scope must be netns or global, got %r" % (name, scope))
+            continue
+        ignore = spec.get("ignore_missing", False)
+        if not isinstance(ignore, bool):
+            if str(ignore).lower() in ("true", "yes", "1"):
+                ignore = True
+            elif str(ignore).lower() in ("false", "no", "0"):
+                ignore = False
+            else:
+                errors.append("%s: ignore_missing must be a boolean" % name)
+                continue
+        if canon in keys:
+            errors.append("%s: given twice (as %s)" % (name, canon))
+            continue
+        keys[canon] = {
+            "value": join_value(split_value(value)),
+            "mode": mode,
+            "ignore_missing": ignore,
+            "scope": scope or scope_of(canon),
+            "detected_scope": scope_of(canon),
+        }
+    if errors:
+        raise SysctlError("invalid keys: " + "; ".join(errors), errors=errors)
+    return keys
+
+
+class SysctlProfile(object):
+    """All keys of one profile: read -> plan -> apply -> persist."""
+
+    module_name = "sysctl_profile"
+
+    def __init__(self, host, keys, managed_file=DEFAULT_FILE, apply_live=True,
+                 on_override="warn"):
+        self.host = host
+        self.keys = keys
+        self.file = managed_file
+        self.apply_live = apply_live
+        self.on_override = on_override
+        self.live = {}
+        self.state = {}
+        self.file_before = None
+
+    # -- read -----------------------------------------------------------------------
+    def _read_key(self, name):
+        path = self.host.path(proc_path(name))
+        try:
+            st = os.stat(path)
+        except OSError:
+            return "missing", None
+        if not stat.S_ISREG(st.st_mode):
+            return "missing", None
+        try:
+            with open(path, "r") as handle:
+                value = handle.read()
+        except (IOError, OSError) as exc:
+            return "unreadable", str(exc)
+        # procfs shows 0444 for keys this namespace may not write (checked on the mode,
+        # not with access(): root passes access() even where the kernel refuses writes)
+        if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            return "read_only", join_value(split_value(value))
+        return "ok", join_value(split_value(value))
+
+    def read(self):
+        for name in self.keys:
+            self.state[name], self.live[name] = self._read_key(name)
+        self.file_before = self.host.read_raw(self.file)
+
+    # -- plan -----------------------------------------------------------------------
+    def plan(self):
+        """Return (per-key report, ordered list of (name, before, after) to write)."""
+        problems = []
+        report = {}
+        writes = []
+        for name in sorted(self.keys):
+            spec = self.keys[name]
+            state = self.state[name]
+            live = self.live[name]
+            entry = {"wanted": spec["value"], "mode": spec["mode"], "scope": spec["scope"],
+                     "before": live if state in ("ok", "read_only") else None}
+            if state != "ok":
+                reason = {"missing": "does not exist on this kernel",
+                          "read_only": "is read-only here (value %s)" % live,
+                          "unreadable": "cannot be read (%s)" % live}[state]
+                if spec["ignore_missing"]:
+                    entry.update(after=entry["before"], action="skipped_" + state)
+                    report[name] = entry
+                    continue
+                problems.append("%s %s" % (name, reason))
+                continue
+            if spec["mode"] == "minimum":
+                floor = _as_ints(split_value(spec["value"]))
+                current = _as_ints(split_value(live))
+                if current is None or len(current) != len(floor):
+                    problems.append("%s: minimum %r cannot be compared with the live value %r"
+                                    % (name, spec["value"], live))
+                    continue
+            target = join_value(effective_value(spec["value"], live, spec["mode"]))
+            entry["target"] = target
+            if split_value(target) == split_value(live):
+                entry.update(after=live, action="unchanged")
+            elif self.apply_live:
+                entry.update(after=target, action="set")
+                writes.append((name, live, target))
+            else:
+                entry.update(after=live, action="persist_only")
+            report[name] = entry
+        if problems:
+            raise SysctlError(
+                "nothing was changed; fix or set ignore_missing for: " + "; ".join(problems),
+                problems=problems)
+        return report, writes
+
+    def file_values(self, report):
+        return dict((name, entry["target"]) for name, entry in report.items() if "target" in entry)
+
+    # -- apply ------------------------------------------------------------------------
+    def _write(self, name, value):
+        self.host.write(proc_path(name), value + "\n")
+
+    def apply(self, writes):
+        """Write, read back; on rejection or clamping roll back and raise SysctlError."""
+        done = []
+        for name, before, target in writes:
+            error = None
+            try:
+                self._write(name, target)
+            except (IOError, OSError) as exc:
+                error = "rejected by the kernel (%s)" % (exc.strerror or exc)
+            actual = self._read_key(name)[1]
+            if error is None and split_value(actual) != split_value(target):
+                error = "clamped by the kernel"
+            if error is None:
+                done.append((name, before))
+                continue
+            rollback = self.rollback(done)
+            raise SysctlError(
+                "%s: %s: wanted %r, kernel holds %r; rolled back %d key(s) changed in this run"
+                % (name, error, target, actual, len([r for r in rollback if r["ok"]])),
+                key=name, wanted=target, actual=actual, rollback=rollback)
+
+    def rollback(self, done):
+        results = []
+        for name, before in reversed(done):
+            try:
+                self._write(name, before)
+                ok = split_value(self._read_key(name)[1]) == split_value(before)
+                results.append({"key": name, "restored": before, "ok": ok})
+            except (IOError, OSError) as exc:
+                results.append({"key": name, "restored": before, "ok": False, "error": str(exc)})
+        return results
+
+    def persist(self, content):
+        atomic_write(self.host.path(self.file), content, mode=0o644)
+
+
+def live_text(values):
+    return "".join("%s = %s\n" % (name, values[name]) for name in sorted(values)
+                   if values[name] is not None)
