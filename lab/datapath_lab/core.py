@@ -389,6 +389,12 @@ class Lab:
         os.chmod(os.path.join(upper, "root"), 0o700)
         os.chmod(os.path.join(upper, "root", ".ssh"), 0o700)
         _write(os.path.join(upper, "root", ".ssh", "authorized_keys"), pubkey, 0o600)
+        # root's shell start-up files as on a freshly installed node, not the host's (whose
+        # .bashrc may run slow tool initialisation on every SSH command).
+        for name in (".bashrc", ".profile"):
+            skel = os.path.join("/etc/skel", name)
+            text = open(skel).read() if os.path.exists(skel) else ""
+            _write(os.path.join(upper, "root", name), text, 0o644)
         _write(os.path.join(upper, "etc", "hostname"), node + "\n", 0o644)
         _write(os.path.join(upper, "etc", "hosts"), hosts, 0o644)
         _write(os.path.join(upper, "etc", "machine-id"), os.urandom(16).hex() + "\n", 0o444)

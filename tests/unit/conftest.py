@@ -52,6 +52,11 @@ def _fail_json(self: basic.AnsibleModule, msg: str = "", **kwargs: Any) -> None:
 
 @pytest.fixture
 def run_module(monkeypatch: pytest.MonkeyPatch) -> Callable[..., dict[str, Any]]:
+    from ansible.module_utils import _internal
+
+    # Importing controller code (the filter plugins' tests) flips ansible-core into controller
+    # mode, where module warnings go to the display instead of the result: force module mode.
+    monkeypatch.setattr(_internal, "is_controller", False)
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
 
