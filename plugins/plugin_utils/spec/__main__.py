@@ -1,0 +1,7 @@
+"""``python -m <package>``: the datapath CLI."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,401 @@
+"""The cluster data-path spec (key ``datapath``), version 1: one pydantic model per concept.
+
+Every model forbids unknown keys and uses strict scalar types. Cross-checks that involve more
+than one field are named functions in :mod:`.checks`, run by the model they belong to.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
+
+from ._types import (
+    DevicePath,
+    DnsName,
+    DriverName,
+    Dscp,
+    FabricName,
+    FileMode,
+    HostName,
+    HugeMountPath,
+    IfName,
+    KernelArg,
+    LabelKey,
+    LabelValue,
+    MacAddress,
+    MountOption,
+    MountPath,
+    Mtu,
+    PageSize,
+    PciAddress,
+    Percent,
+    Priority,
+    ProfileName,
+    RelPath,
+    Serial,
+    Share,
+    Size,
+    SysctlKey,
+    TrafficClass,
+    UserName,
+    Version,
+)
+from .registry import run_checks
+
+Str = Annotated[str, Strict()]
+Bool = Annotated[bool, Strict()]
+
+
+class SpecModel(BaseModel):
+    """Base: unknown keys are errors, values are not coerced, models are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, hide_input_in_errors=False,
+                              use_attribute_docstrings=True)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Any:
+        return run_checks(type(self).__name__, self)
+
+
+# --------------------------------------------------------------------------- fabrics
+class RoceCnp(SpecModel):
+    """Congestion Notification Packets (DCQCN): their own DSCP and priority, never lossless."""
+
+    dscp: Dscp = 48
+    """DSCP of CNPs (NVIDIA Cumulus RoCE default 48)."""
+    priority: Priority = 6
+    """Priority of CNPs (NVIDIA Cumulus RoCE default 6, strict priority)."""
+
+
+def _default_prio_tc() -> list[int]:
+    return list(range(8))
+
+
+def _default_tsa() -> list[Literal["ets", "strict", "vendor"]]:
+    return ["ets", "ets", "ets", "ets", "ets", "ets", "strict", "ets"]
+
+
+class RoceEts(SpecModel):
+    """ETS: priority -> traffic class, scheduling (tsa) and bandwidth share per class."""
+
+    prio_tc: Annotated[list[TrafficClass], Field(min_length=8, max_length=8)] = Field(
+        default_factory=_default_prio_tc)
+    """Traffic class for priorities 0..7."""
+    tsa: Annotated[list[Literal["ets", "strict", "vendor"]], Field(min_length=8, max_length=8)] = Field(
+        default_factory=_default_tsa)
+    """Transmission selection per traffic class 0..7."""
+    bw: Annotated[list[Percent], Field(min_length=8, max_length=8)] = Field(
+        default_factory=lambda: [10, 10, 10, 50, 10, 0, 0, 10])
+    """Bandwidth percent per traffic class 0..7; the ETS classes sum to 100, strict ones are 0."""
+
+
+def _int_keys(value: Any) -> Any:
+    # JSON and some Ansible paths turn integer mapping keys into strings; accept "26" too.
+    if isinstance(value, dict):
+        return {int(k) if isinstance(k, str) and k.isdigit() and len(k) < 4 else k: v
+                for k, v in value.items()}
+    return value
+
+
+class Roce(SpecModel):
+    """Lossless (PFC) or lossy (ECN only) RoCE v2 settings for every interface on the fabric."""
+
+    mode: Literal["v2"] = "v2"
+    """RoCE mode written to rdma_cm default_roce_mode; only v2 (routable) is supported."""
+    trust: Literal["dscp", "pcp"] = "dscp"
+    """Which header field the NIC trusts to classify traffic."""
+    dscp: Dscp = 26
+    """DSCP of RoCE data traffic (NVIDIA/Cumulus default 26)."""
+    priority: Priority = 3
+    """Priority of RoCE data traffic (default 3)."""
+    pfc_priorities: Annotated[list[Priority], Field(max_length=8)] = Field(default_factory=lambda: [3])
+    """Priorities with Priority Flow Control on (lossless)."""
+    ecn: Bool = True
+    """ECN marking / DCQCN on for the RoCE priority."""
+    cnp: RoceCnp = Field(default_factory=RoceCnp)
+    tos: Annotated[int, Strict(), Field(ge=0, le=255)] | None = None
+    """rdma_cm default_roce_tos; derived as DSCP<<2 | ECT(0) (106 for DSCP 26 with ECN) when null."""
+    dscp2prio: Annotated[dict[Dscp, Priority], BeforeValidator(_int_keys)] = Field(default_factory=dict)
+    """Extra DSCP -> priority entries; the RoCE and CNP entries are always added."""
+    ets: RoceEts = Field(default_factory=RoceEts)
+
+
+class Fabric(SpecModel):
+    """A network the nodes attach to."""
+
+    name: FabricName
+    """Unique name; interfaces refer to it."""
+    purpose: Literal["management", "storage", "rdma", "service"]
+    kind: Literal["ethernet", "roce", "infiniband"] = "ethernet"
+    mtu: Mtu = 1500
+    """MTU every interface on this fabric uses unless it overrides it on purpose."""
+    subnets: Annotated[list[Str], Field(max_length=64)] = Field(default_factory=list)
+    """IPv4/IPv6 networks in CIDR form; networks of different fabrics must not overlap."""
+    roce: Roce | None = None
+    """RoCE settings; only for kind roce (defaults apply when omitted)."""
+    description: Annotated[str, Strict(), Field(max_length=200)] | None = None
+
+
+# --------------------------------------------------------------------------- node settings
+def _sysctl_shorthand(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: ({"value": v} if isinstance(v, (int, str)) and not isinstance(v, bool) else v)
+                for k, v in value.items()}
+    return value
+
+
+def _sysctl_value(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+class SysctlSetting(SpecModel):
+    """One kernel parameter. Shorthand: ``key: value`` means an exact value."""
+
+    value: Annotated[str, BeforeValidator(_sysctl_value, json_schema_input_type=int | str), Strict(),
+                     Field(pattern=r"^-?[0-9A-Za-z_.:/ -]{1,256}$")]
+    """Value; integers or space-separated integers (e.g. '4096 131072 16777216')."""
+    mode: Literal["exact", "minimum"] = "exact"
+    """minimum: only raise (element-wise for multi-value keys), never lower a larger value."""
+    ignore_missing: Bool = False
+    """Do not fail when the key does not exist on the node's kernel."""
+    source: Annotated[str, Strict(), Field(max_length=300)] | None = None
+    """Where the value comes from (shown in docs)."""
+
+
+SysctlMap = Annotated[dict[SysctlKey, SysctlSetting | None],
+                      BeforeValidator(_sysctl_shorthand,
+                                      json_schema_input_type=dict[str, int | str | SysctlSetting | None])]
+
+
+class HugePagePool(SpecModel):
+    """A pool of HugePages of one size: ``count``, a ``memory_share`` or an explicit ``per_node``."""
+
+    size: PageSize
+    count: Annotated[int, Strict(), Field(ge=0, le=2**40)] | None = None
+    """Number of pages (total over all NUMA nodes)."""
+    memory_share: Share | None = None
+    """Share of node memory (0-1] to reserve as pages of this size; needs the node's memory."""
+    per_node: Annotated[dict[Annotated[int, Field(ge=0, le=1023)], Annotated[int, Strict(), Field(ge=0, le=2**40)]],
+                        BeforeValidator(_int_keys)] | None = None
+    """Pages per NUMA node, e.g. {0: 4, 1: 4}."""
+    numa_split: Literal["kernel", "even"] = "kernel"
+    """kernel: let the kernel spread the pages; even: request the same count on every NUMA node."""
+    persist: Literal["auto", "sysctl", "cmdline", "boot_unit"] = "auto"
+    """How the pool survives a reboot; auto: 1G -> cmdline, per-node 2M -> boot_unit, else sysctl."""
+
+
+class HugeMount(SpecModel):
+    """A hugetlbfs mount for one page size."""
+
+    size: PageSize
+    path: HugeMountPath
+    owner: UserName = "root"
+    group: UserName = "root"
+    mode: FileMode = "0770"
+
+
+class HugePages(SpecModel):
+    """HugePage pools and hugetlbfs mounts."""
+
+    default_size: PageSize | None = None
+    """default_hugepagesz= on the kernel command line (needs a reboot)."""
+    max_memory_share: Annotated[float, Strict(), Field(gt=0, le=0.95, allow_inf_nan=False)] = 0.5
+    """Upper bound of all pools together as a share of node memory."""
+    pages: Annotated[list[HugePagePool], Field(max_length=2)] = Field(default_factory=list)
+    mounts: Annotated[list[HugeMount], Field(max_length=8)] = Field(default_factory=list)
+
+
+class Thp(SpecModel):
+    """Transparent HugePages (sysfs /sys/kernel/mm/transparent_hugepage); null leaves it as is."""
+
+    enabled: Literal["always", "madvise", "never"] | None = None
+    defrag: Literal["always", "defer", "defer+madvise", "madvise", "never"] | None = None
+
+
+class InterfaceMatch(SpecModel):
+    """How to find the NIC: exactly one of name, mac, pci, driver."""
+
+    name: IfName | None = None
+    mac: MacAddress | None = None
+    pci: PciAddress | None = None
+    driver: DriverName | None = None
+
+
+class Interface(SpecModel):
+    """A NIC and the fabric it carries. Give ``name`` or ``match``."""
+
+    name: IfName | None = None
+    """Interface name (shorthand for match: {name: ...})."""
+    match: InterfaceMatch | None = None
+    fabric: FabricName
+    mtu: Mtu | None = None
+    """Defaults to the fabric's MTU."""
+    mtu_override: Bool = False
+    """Set true when mtu differs from the fabric's on purpose."""
+
+
+class FirmwarePolicy(SpecModel):
+    """NIC firmware compliance: a minimum version or an allowed list, per driver and/or PSID."""
+
+    driver: DriverName | None = None
+    psid: Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9_]{4,32}$")] | None = None
+    """Board id (PSID), e.g. MT_0000000838; match on it, never on the product name."""
+    min_version: Version | None = None
+    allowed: Annotated[list[Version], Field(max_length=64)] = Field(default_factory=list)
+
+
+class DeviceSelect(SpecModel):
+    """Select NVMe namespaces by property instead of by path."""
+
+    model: Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9 _.*?-]{1,64}$")] | None = None
+    """Model glob, e.g. 'SAMSUNG MZWLO3T8*'."""
+    min_size: Size | None = None
+    transport: Literal["pcie", "tcp", "rdma", "fc"] | None = "pcie"
+    count: Annotated[int, Strict(), Field(ge=1, le=64)] | None = None
+    """Exact number of devices expected; null: all that match."""
+
+
+class Raid(SpecModel):
+    """Software RAID (md) across the devices."""
+
+    level: Literal[0] = 0
+    chunk_kib: Annotated[int, Strict(), Field(ge=4, le=65536)] = 512
+    name: Annotated[str, Strict(), Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")] = "md-cache"
+
+
+class Filesystem(SpecModel):
+    """Filesystem created on the array or device (only on a device listed for wiping or empty)."""
+
+    type: Literal["xfs", "ext4"] = "xfs"
+    label: Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9_-]{1,16}$")] = "model-cache"
+
+
+class StorageMount(SpecModel):
+    """Where and how the cache is mounted."""
+
+    path: MountPath
+    options: Annotated[list[MountOption], Field(max_length=32)] = Field(
+        default_factory=lambda: ["noatime", "nodiratime"])
+
+
+class Directory(SpecModel):
+    """A directory created below the mount point."""
+
+    path: RelPath
+    """Relative to the mount point."""
+    owner: UserName = "root"
+    group: UserName = "root"
+    mode: FileMode = "0755"
+
+
+class Storage(SpecModel):
+    """Local NVMe model cache: devices, optional RAID0, filesystem, mount, directories."""
+
+    devices: Annotated[list[DevicePath], Field(max_length=64)] | None = None
+    select: DeviceSelect | None = None
+    raid: Raid | None = None
+    """null: a single device."""
+    filesystem: Filesystem = Field(default_factory=Filesystem)
+    mount: StorageMount
+    directories: Annotated[list[Directory], Field(max_length=256)] = Field(default_factory=list)
+    reserve: Size = 0
+    """Space kept free for the system (bytes or '10GiB')."""
+    wipe_serials: Annotated[list[Serial], Field(max_length=64)] = Field(default_factory=list)
+    """Serials/WWNs of devices that may be wiped; nothing else is ever overwritten."""
+
+
+class K8s(SpecModel):
+    """Kubernetes integration: node-feature-discovery labels, local volume class."""
+
+    labels: dict[LabelKey, LabelValue | None] = Field(default_factory=dict)
+    """Node labels (written to NFD features.d); null removes an inherited label."""
+    local_volume_class: DnsName | None = None
+    """StorageClass name for local volumes on the NVMe cache mount."""
+
+
+class NodeHardware(SpecModel):
+    """What the inventory knows about the node; facts gathered from the node take precedence."""
+
+    memory: Size | None = None
+    numa_nodes: Annotated[int, Strict(), Field(ge=1, le=64)] | None = None
+
+
+class ProfileBody(SpecModel):
+    """Settings applied to a node. Later layers replace a field; sysctl and labels merge per key."""
+
+    node: NodeHardware | None = None
+    """Memory and NUMA layout, when the inventory knows them (facts win)."""
+    sysctl: SysctlMap | None = None
+    """Kernel parameters by key; merged per key over earlier layers, null removes one."""
+    hugepages: HugePages | None = None
+    """HugePage pools and hugetlbfs mounts (replaces the inherited section)."""
+    thp: Thp | None = None
+    """Transparent HugePages; enabled and defrag merge separately."""
+    kernel_args: Annotated[list[KernelArg], Field(max_length=128)] | None = None
+    """Extra kernel command-line arguments (HugePage arguments are derived, not listed here)."""
+    interfaces: Annotated[list[Interface], Field(max_length=64)] | None = None
+    """NICs and the fabric each carries."""
+    firmware: Annotated[list[FirmwarePolicy], Field(max_length=64)] | None = None
+    """NIC firmware compliance policies."""
+    storage: Storage | None = None
+    """Local NVMe model cache."""
+    k8s: K8s | None = None
+    """Kubernetes node labels and local volume class."""
+
+
+class Profile(ProfileBody):
+    """A named profile, applied to the hosts of the listed inventory groups (or listed hosts)."""
+
+    name: ProfileName
+    groups: Annotated[list[ProfileName], Field(max_length=64)] | None = None
+    """Inventory groups; default: the group named like the profile."""
+    hosts: Annotated[list[HostName], Field(max_length=100000)] = Field(default_factory=list)
+    """Hosts the profile applies to regardless of their groups."""
+
+
+class DatapathSpec(SpecModel):
+    """The cluster data-path spec (the value of the ``datapath`` variable)."""
+
+    version: Literal[1]
+    builtin_profile: Literal["ai-gpu-node", "none"] = "ai-gpu-node"
+    """The built-in base profile (docs/spec.md lists its values and sources)."""
+    fabrics: Annotated[list[Fabric], Field(max_length=64)] = Field(default_factory=list)
+    profiles: Annotated[list[Profile], Field(max_length=256)] = Field(default_factory=list)
+    """Applied in list order to matching hosts; later profiles win."""
+    hosts: dict[HostName, ProfileBody] = Field(default_factory=dict)
+    """Per-host overrides, applied last."""
+
+
+MODELS: tuple[type[SpecModel], ...] = (
+    DatapathSpec, Fabric, Roce, RoceCnp, RoceEts, Profile, ProfileBody, NodeHardware, SysctlSetting,
+    HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
+    DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s,
+)
+
+
+def known_fields() -> set[str]:
+    return {name for model in MODELS for name in model.model_fields}
+
+
+def _models_in(tp: Any) -> list[type[SpecModel]]:
+    if isinstance(tp, type) and issubclass(tp, SpecModel):
+        return [tp]
+    return [m for arg in get_args(tp) for m in _models_in(arg)]
+
+
+def fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model at ``loc`` (the parent of an unknown key), for "did you mean"."""
+    model: type[SpecModel] = DatapathSpec
+    for part in loc:
+        if isinstance(part, str) and part in model.model_fields:
+            found = _models_in(model.model_fields[part].annotation)
+            if not found:
+                return []
+            model = found[0]
+    return sorted(model.model_fields)
+
+
+from . import checks as _checks  # noqa: E402,F401  (registers the cross-checks)

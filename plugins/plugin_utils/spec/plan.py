@@ -1,0 +1,249 @@
+"""The per-host plan: effective settings plus derived values, as plain JSON-ready data.
+
+The shape is documented in docs/plan.md; roles pass each part unchanged to one module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._types import PAGE_BYTES
+from .checks import effective_issues, interface_key, pool_count, roce_mtu, roce_tos
+from .errors import SpecError, SpecValidationError, join_path
+from .merge import Effective, effective, matching_profiles
+from .models import DatapathSpec, Fabric, HugePagePool, Interface
+
+PLAN_VERSION = 1
+SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
+
+# net.* keys that stay global (or read-only) in a child network namespace.
+GLOBAL_NET_KEYS = frozenset({
+    "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default", "net.core.wmem_default",
+    "net.core.netdev_max_backlog", "net.core.netdev_budget", "net.core.netdev_budget_usecs",
+    "net.core.dev_weight", "net.core.busy_read", "net.core.busy_poll",
+    "net.netfilter.nf_conntrack_max", "net.nf_conntrack_max",
+    "net.ipv4.neigh.default.gc_thresh1", "net.ipv4.neigh.default.gc_thresh2",
+    "net.ipv4.neigh.default.gc_thresh3", "net.ipv6.neigh.default.gc_thresh1",
+    "net.ipv6.neigh.default.gc_thresh2", "net.ipv6.neigh.default.gc_thresh3",
+})
+
+
+def sysctl_scope(key: str) -> str:
+    """'netns' for keys each network namespace has its own copy of, else 'global'."""
+    return "netns" if key.startswith("net.") and key not in GLOBAL_NET_KEYS else "global"
+
+
+def node_facts(facts: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    """Memory bytes and NUMA node count from hostvars-like facts (None when unknown).
+
+    Reads ``datapath_memory_bytes`` / ``datapath_numa_nodes`` (inventory or datapath_facts),
+    ``datapath_facts.{memory_bytes,numa_nodes}``, and Ansible's ``ansible_memtotal_mb`` /
+    ``ansible_facts.memtotal_mb``.
+    """
+    if not isinstance(facts, Mapping):
+        return None, None
+    gathered = facts.get("datapath_facts")
+    ansible = facts.get("ansible_facts")
+    gathered = gathered if isinstance(gathered, Mapping) else {}
+    ansible = ansible if isinstance(ansible, Mapping) else {}
+
+    def number(value: Any) -> int | None:
+        if isinstance(value, bool) or value is None:
+            return None
+        try:
+            result = int(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return result if 0 < result < 2**60 else None
+
+    memory = number(facts.get("datapath_memory_bytes")) or number(gathered.get("memory_bytes"))
+    if memory is None:
+        mb = number(facts.get("ansible_memtotal_mb")) or number(ansible.get("memtotal_mb"))
+        memory = mb * 1024 * 1024 if mb else None
+    numa = number(facts.get("datapath_numa_nodes")) or number(gathered.get("numa_nodes"))
+    return memory, (numa if numa is None or numa <= 64 else None)
+
+
+def _split(count: int, nodes: int) -> dict[int, int]:
+    base, extra = divmod(count, nodes)
+    return {node: base + (1 if node < extra else 0) for node in range(nodes)}
+
+
+def _persist(pool: HugePagePool, default_size: str, per_node: bool) -> str:
+    if pool.persist != "auto":
+        return pool.persist
+    if pool.size == "1G":
+        return "cmdline"
+    if per_node or pool.size != default_size:
+        return "boot_unit"
+    return "sysctl"
+
+
+def _hugepages(eff: Effective, numa_nodes: int) -> tuple[dict[str, Any], list[str]]:
+    part: dict[str, Any] = {"pages": [], "bytes_per_node": {}, "mounts": [],
+                            "thp": {"enabled": eff.thp_enabled, "defrag": eff.thp_defrag}}
+    args: list[str] = []
+    if eff.hugepages is None:
+        return part, args
+    hp = eff.hugepages[0]
+    default = hp.default_size or "2M"
+    if hp.default_size:
+        args.append(f"default_hugepagesz={hp.default_size}")
+    per_node_bytes = {node: 0 for node in range(numa_nodes)}
+    for pool in sorted(hp.pages, key=lambda p: PAGE_BYTES[p.size]):
+        count = pool_count(pool, eff.memory)
+        per_node: dict[int, int] | None = None
+        if pool.per_node is not None:
+            per_node = dict(sorted(pool.per_node.items()))
+        elif pool.numa_split == "even":
+            per_node = _split(count, numa_nodes)
+        persist = _persist(pool, default, per_node is not None)
+        part["pages"].append({"size": pool.size, "count": count, "persist": persist,
+                              "per_node": None if per_node is None else {str(k): v for k, v in per_node.items()}})
+        spread = per_node if per_node is not None else _split(count, numa_nodes)
+        for node, pages in spread.items():
+            per_node_bytes[node] = per_node_bytes.get(node, 0) + pages * PAGE_BYTES[pool.size]
+        if persist == "cmdline":
+            amount = ",".join(f"{k}:{v}" for k, v in per_node.items()) if per_node is not None else str(count)
+            args.extend([f"hugepagesz={pool.size}", f"hugepages={amount}"])
+    part["bytes_per_node"] = {str(node): value for node, value in sorted(per_node_bytes.items())}
+    part["mounts"] = [m.model_dump(mode="json") for m in hp.mounts]
+    return part, args
+
+
+def _match(iface: Interface) -> dict[str, str]:
+    key, value = interface_key(iface)
+    return {key: value}
+
+
+def _qos(iface: Interface, fabric: Fabric, mtu: int) -> dict[str, Any]:
+    from .models import Roce
+    roce = fabric.roce or Roce()
+    dscp2prio = dict(roce.dscp2prio)
+    dscp2prio[roce.dscp] = roce.priority
+    dscp2prio[roce.cnp.dscp] = roce.cnp.priority
+    ecn_prios = [roce.priority] if roce.ecn else []
+    return {
+        "interface": iface.name if iface.name is not None else (iface.match.name if iface.match else None),
+        "match": _match(iface),
+        "fabric": fabric.name,
+        "trust": roce.trust,
+        "pfc_priorities": sorted(set(roce.pfc_priorities)),
+        "dscp2prio": {str(k): v for k, v in sorted(dscp2prio.items())},
+        "ets": {"prio_tc": list(roce.ets.prio_tc), "tsa": list(roce.ets.tsa), "bw": list(roce.ets.bw)},
+        "ecn": {"rp": ecn_prios, "np": ecn_prios},
+        "cnp": {"dscp": roce.cnp.dscp, "priority": roce.cnp.priority},
+        "roce_tos": roce.tos if roce.tos is not None else roce_tos(roce.dscp, roce.ecn),
+        "roce_mode": roce.mode,
+        "roce_mtu": roce_mtu(mtu),
+    }
+
+
+def build_plan(spec: DatapathSpec, host: str, eff: Effective) -> dict[str, Any]:
+    """Assemble the plan dict for ``host`` from its merged settings (no validation here)."""
+    numa_nodes = eff.numa_nodes or 1
+    sysctl = {key: {"value": setting.value, "mode": setting.mode, "scope": sysctl_scope(key),
+                    "ignore_missing": setting.ignore_missing}
+              for key, (setting, _origin) in sorted(eff.sysctl.items())}
+    hugepages, args = _hugepages(eff, numa_nodes)
+    if eff.kernel_args is not None:
+        args.extend(arg for arg in eff.kernel_args[0] if arg not in args)
+    fabrics = {f.name: f for f in spec.fabrics}
+    interfaces, qos = [], []
+    for iface in eff.interfaces[0] if eff.interfaces else []:
+        fabric = fabrics[iface.fabric]
+        mtu = iface.mtu if iface.mtu is not None else fabric.mtu
+        name = iface.name if iface.name is not None else (iface.match.name if iface.match else None)
+        interfaces.append({"name": name,
+                           "match": _match(iface), "fabric": fabric.name, "mtu": mtu})
+        if fabric.kind == "roce":
+            qos.append(_qos(iface, fabric, mtu))
+    storage: dict[str, Any] | None = None
+    if eff.storage is not None:
+        st = eff.storage[0]
+        storage = {
+            "devices": list(st.devices) if st.devices is not None else None,
+            "select": st.select.model_dump(mode="json") if st.select is not None else None,
+            "raid": st.raid.model_dump(mode="json") if st.raid is not None else None,
+            "filesystem": st.filesystem.model_dump(mode="json"),
+            "mount": st.mount.model_dump(mode="json"),
+            "directories": [d.model_dump(mode="json") for d in st.directories],
+            "reserve_bytes": st.reserve,
+            "wipe_serials": list(st.wipe_serials),
+        }
+    reboot = bool(args) or any(p["persist"] == "cmdline" for p in hugepages["pages"])
+    return {
+        "version": PLAN_VERSION,
+        "host": host,
+        "profiles": list(eff.layers),
+        "reboot_required": reboot,
+        "sysctl": {"file": SYSCTL_FILE, "keys": sysctl},
+        "hugepages": hugepages,
+        "kernel_cmdline": {"args": args},
+        "interfaces": interfaces,
+        "qos": qos,
+        "firmware": {"policies": [{"driver": p.driver, "psid": p.psid, "min_version": p.min_version,
+                                   "allowed": list(p.allowed)} for p in eff.firmware]},
+        "storage": storage,
+        "k8s": {"labels": dict(sorted(eff.labels.items())),
+                "local_volume_class": eff.local_volume_class[0] if eff.local_volume_class else None},
+    }
+
+
+class Planner:
+    """Plans many hosts of one validated spec; hosts that share profiles and facts share the work.
+
+    ``plan()`` returns a new top-level dict per host whose nested parts are shared with other
+    hosts of the same shape: treat them as read-only (``copy.deepcopy`` before changing one).
+    :func:`node_plan` returns a fully independent copy.
+    """
+
+    def __init__(self, spec: DatapathSpec) -> None:
+        self.spec = spec
+        self._cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    @property
+    def templates(self) -> int:
+        """How many distinct plans were computed (the rest were shared)."""
+        return len(self._cache)
+
+    def plan(self, host: str, groups: Sequence[str] = (), facts: Mapping[str, Any] | None = None,
+             ) -> dict[str, Any]:
+        """The plan of ``host``; raises :class:`SpecValidationError` naming the host on node errors."""
+        if not isinstance(host, str) or not host:
+            raise SpecValidationError([SpecError("host", "host must be a non-empty string",
+                                                 "pass inventory_hostname")])
+        group_list = ([g for g in groups if isinstance(g, str)]
+                      if isinstance(groups, (list, tuple, set, frozenset)) else [])
+        memory, numa = node_facts(facts)
+        indexes = tuple(matching_profiles(self.spec, host, group_list))
+        override = host in self.spec.hosts
+        key = (indexes, host if override else None, memory, numa)
+        template = self._cache.get(key)
+        if template is None:
+            eff = effective(self.spec, indexes, host if override else None)
+            if memory is not None:
+                eff.memory = memory
+            if numa is not None:
+                eff.numa_nodes = numa
+            errors = [SpecError(join_path(origin[1], origin[0]), message, hint, host)
+                      for origin, message, hint in effective_issues(eff, host)]
+            if errors:
+                raise SpecValidationError(errors)
+            # Round-trip once so that the template is plain JSON data (str keys, no tuples).
+            template = json.loads(json.dumps(build_plan(self.spec, "", eff)))
+            self._cache[key] = template
+        plan = dict(template)
+        plan["host"] = host
+        return plan
+
+
+def deep_copy(value: Any) -> Any:
+    """Copy plain JSON data (dicts, lists, scalars); faster than copy.deepcopy."""
+    if isinstance(value, dict):
+        return {k: deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [deep_copy(v) for v in value]
+    return value

@@ -1,0 +1,225 @@
+"""The per-host plan: shape, merge order, derived values, node checks, determinism."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import (
+    Planner,
+    SpecValidationError,
+    dumps_plan,
+    node_plan,
+    parse_spec,
+    roce_mtu,
+    roce_tos,
+    sysctl_scope,
+)
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.loader import load_inventory
+
+from ._specs import EXAMPLE, base, example
+
+PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl", "hugepages", "kernel_cmdline",
+             "interfaces", "qos", "firmware", "storage", "k8s"}
+
+
+def test_plan_has_exactly_the_documented_shape() -> None:
+    plan = node_plan(base(), "h1", ["gpu"], {"datapath_numa_nodes": 2})
+    assert set(plan) == PLAN_KEYS
+    assert set(plan["sysctl"]) == {"file", "keys"}
+    for entry in plan["sysctl"]["keys"].values():
+        assert set(entry) == {"value", "mode", "scope", "ignore_missing"}
+        assert isinstance(entry["value"], str)
+        assert entry["mode"] in ("exact", "minimum") and entry["scope"] in ("netns", "global")
+    assert set(plan["hugepages"]) == {"pages", "bytes_per_node", "thp", "mounts"}
+    for page in plan["hugepages"]["pages"]:
+        assert set(page) == {"size", "count", "per_node", "persist"}
+    assert set(plan["hugepages"]["thp"]) == {"enabled", "defrag"}
+    assert set(plan["kernel_cmdline"]) == {"args"}
+    for iface in plan["interfaces"]:
+        assert set(iface) == {"name", "match", "fabric", "mtu"}
+        assert len(iface["match"]) == 1
+    assert set(plan["qos"][0]) == {"interface", "match", "fabric", "trust", "pfc_priorities", "dscp2prio", "ets",
+                                   "ecn", "cnp", "roce_tos", "roce_mode", "roce_mtu"}
+    assert set(plan["firmware"]) == {"policies"}
+    assert set(plan["firmware"]["policies"][0]) == {"driver", "psid", "min_version", "allowed"}
+    assert set(plan["storage"]) == {"devices", "select", "raid", "filesystem", "mount", "directories",
+                                    "reserve_bytes", "wipe_serials"}
+    assert set(plan["k8s"]) == {"labels", "local_volume_class"}
+    json.dumps(plan)  # plain data
+
+
+@pytest.mark.parametrize(("dscp", "ecn", "tos"), [(26, True, 106), (26, False, 104), (0, True, 2), (63, False, 252)])
+def test_roce_tos(dscp: int, ecn: bool, tos: int) -> None:
+    assert roce_tos(dscp, ecn) == tos
+
+
+MTUS = [(9000, 4096), (4192, 4096), (4191, 2048), (2144, 2048), (2143, 1024), (1500, 1024), (1120, 1024),
+        (1119, 512), (608, 512), (607, 256), (68, 256)]
+
+
+@pytest.mark.parametrize(("mtu", "expected"), MTUS)
+def test_roce_mtu(mtu: int, expected: int) -> None:
+    assert roce_mtu(mtu) == expected
+
+
+def test_qos_derivations() -> None:
+    spec = base()
+    spec["profiles"][0]["interfaces"][1]["mtu"] = 1500
+    spec["profiles"][0]["interfaces"][1]["mtu_override"] = True
+    (qos,) = node_plan(spec, "h1", ["gpu"])["qos"]
+    assert qos["roce_tos"] == 106 and qos["roce_mtu"] == 1024
+    assert qos["dscp2prio"] == {"26": 3, "48": 6}
+    assert qos["ecn"] == {"rp": [3], "np": [3]}
+    assert qos["match"] == {"pci": "0000:e6:00.0"} and qos["interface"] is None
+    spec["fabrics"][1]["roce"].update(ecn=False, dscp2prio={10: 1})
+    (qos,) = node_plan(spec, "h1", ["gpu"])["qos"]
+    assert qos["roce_tos"] == 104 and qos["ecn"] == {"rp": [], "np": []}
+    assert qos["dscp2prio"] == {"10": 1, "26": 3, "48": 6}
+
+
+def test_hugepages_bytes_per_node_and_cmdline() -> None:
+    plan = node_plan(base(), "h1", ["gpu"], {"datapath_numa_nodes": 2})
+    hp = plan["hugepages"]
+    assert hp["pages"] == [{"size": "1G", "count": 8, "per_node": {"0": 4, "1": 4}, "persist": "cmdline"}]
+    assert hp["bytes_per_node"] == {"0": 4 * 2**30, "1": 4 * 2**30}
+    assert plan["kernel_cmdline"]["args"] == ["hugepagesz=1G", "hugepages=0:4,1:4"]
+    assert plan["reboot_required"] is True
+
+
+def test_2m_pool_by_memory_share_persists_by_sysctl() -> None:
+    spec = base()
+    spec["profiles"][0]["hugepages"] = {"pages": [{"size": "2M", "memory_share": 0.25}]}
+    plan = node_plan(spec, "h1", ["gpu"], {"ansible_memtotal_mb": 4096})
+    assert plan["hugepages"]["pages"] == [{"size": "2M", "count": 512, "per_node": None, "persist": "sysctl"}]
+    assert plan["hugepages"]["bytes_per_node"] == {"0": 2**30}
+    assert plan["kernel_cmdline"]["args"] == [] and plan["reboot_required"] is False
+
+
+def test_memory_share_without_memory_names_the_host() -> None:
+    spec = base()
+    spec["profiles"][0]["hugepages"] = {"pages": [{"size": "2M", "memory_share": 0.25}]}
+    with pytest.raises(SpecValidationError) as info:
+        node_plan(spec, "gpu-7", ["gpu"])
+    (err,) = info.value.errors
+    assert err.host == "gpu-7"
+    assert err.path == "datapath.profiles[0].hugepages.pages[0].memory_share"
+    assert err.render().endswith("(host gpu-7)")
+
+
+def test_hugepages_must_fit_memory_from_facts() -> None:
+    with pytest.raises(SpecValidationError) as info:
+        node_plan(base(), "small", ["gpu"], {"ansible_facts": {"memtotal_mb": 8192}})
+    (err,) = info.value.errors
+    assert err.path == "datapath.profiles[0].hugepages.pages"
+    assert "more than 0.5 of the node's 8589934592 bytes" in err.message
+    assert err.host == "small"
+
+
+def test_numa_nodes_from_facts_are_checked() -> None:
+    spec = base()
+    spec["profiles"][0]["hugepages"]["pages"][0] = {"size": "1G", "per_node": {0: 2, 3: 2}}
+    with pytest.raises(SpecValidationError) as info:
+        node_plan(spec, "h", ["gpu"], {"datapath_facts": {"numa_nodes": 2}})
+    assert info.value.errors[0].path == "datapath.profiles[0].hugepages.pages[0].per_node[3]"
+
+
+def test_merge_order_and_per_key_sysctl() -> None:
+    spec = base()
+    spec["profiles"].append({"name": "rack", "groups": ["rack_b"], "sysctl": {"vm.zone_reclaim_mode": 0,
+                                                                              "net.core.somaxconn": None},
+                             "k8s": {"labels": {"rack": "b", "aiinfra.io/nvme-cache": None}}})
+    spec["hosts"] = {"h2": {"sysctl": {"vm.zone_reclaim_mode": 2}, "thp": {"enabled": "madvise"}}}
+    p1 = node_plan(spec, "h1", ["gpu", "rack_b"])
+    assert p1["profiles"] == ["builtin:ai-gpu-node", "gpu", "rack"]
+    assert p1["sysctl"]["keys"]["vm.zone_reclaim_mode"]["value"] == "0"
+    assert "net.core.somaxconn" not in p1["sysctl"]["keys"]
+    assert p1["k8s"]["labels"] == {"rack": "b"}
+    p2 = node_plan(spec, "h2", ["gpu", "rack_b"])
+    assert p2["profiles"] == ["builtin:ai-gpu-node", "gpu", "rack", "host:h2"]
+    assert p2["sysctl"]["keys"]["vm.zone_reclaim_mode"]["value"] == "2"
+    assert p2["hugepages"]["thp"] == {"enabled": "madvise", "defrag": None}
+    p3 = node_plan(spec, "h3", [])
+    assert p3["profiles"] == ["builtin:ai-gpu-node"] and p3["interfaces"] == [] and p3["storage"] is None
+
+
+def test_profile_selected_by_host_list() -> None:
+    spec = base()
+    spec["profiles"][0]["groups"] = []
+    spec["profiles"][0]["hosts"] = ["special"]
+    assert node_plan(spec, "special", [])["profiles"][-1] == "gpu"
+    assert node_plan(spec, "other", ["gpu"])["profiles"] == ["builtin:ai-gpu-node"]
+
+
+def test_builtin_none() -> None:
+    spec = base()
+    spec["builtin_profile"] = "none"
+    assert node_plan(spec, "h", [])["sysctl"]["keys"] == {}
+
+
+def test_builtin_profile_only_raises_limits() -> None:
+    keys = node_plan({"version": 1}, "h", [])["sysctl"]["keys"]
+    assert keys and all(entry["mode"] == "minimum" for entry in keys.values())
+
+
+@pytest.mark.parametrize(("key", "scope"), [("net.ipv4.tcp_rmem", "netns"), ("net.core.somaxconn", "netns"),
+                                            ("net.core.rmem_max", "global"), ("vm.swappiness", "global"),
+                                            ("net.netfilter.nf_conntrack_max", "global"), ("kernel.shmmax", "global")])
+def test_sysctl_scope(key: str, scope: str) -> None:
+    assert sysctl_scope(key) == scope
+
+
+def test_plan_is_deterministic_and_independent_of_input_order() -> None:
+    spec = base()
+    text = dumps_plan(node_plan(spec, "h1", ["gpu"], {"datapath_numa_nodes": 2}))
+    reordered: dict[str, Any] = dict(reversed(list(base().items())))
+    reordered["profiles"][0]["sysctl"] = dict(reversed(list(reordered["profiles"][0]["sysctl"].items())))
+    assert dumps_plan(node_plan(reordered, "h1", ["gpu"], {"datapath_numa_nodes": 2})) == text
+    assert dumps_plan(Planner(parse_spec(spec)).plan("h1", ("gpu",), {"datapath_numa_nodes": 2})) == text
+
+
+def test_node_plan_returns_independent_copies_and_planner_shares() -> None:
+    spec = base()
+    first = node_plan(spec, "a", ["gpu"])
+    first["sysctl"]["keys"].clear()
+    assert node_plan(spec, "b", ["gpu"])["sysctl"]["keys"]
+    planner = Planner(parse_spec(spec))
+    one, two = planner.plan("a", ["gpu"]), planner.plan("b", ["gpu"])
+    assert (one["host"], two["host"]) == ("a", "b")
+    assert one["sysctl"] is two["sysctl"] and planner.templates == 1
+
+
+def test_host_names_are_escaped_in_plans() -> None:
+    plan = node_plan(base(), 'we"ird\\host', ["gpu"])
+    assert plan["host"] == 'we"ird\\host'
+
+
+def test_example_inventory_plans() -> None:
+    inv = load_inventory(EXAMPLE)
+    assert len(inv.hosts) == 16
+    planner = Planner(parse_spec(example()))
+    plans = {h: planner.plan(h, *inv.hosts[h]) for h in inv.hosts}
+    p1 = plans["gpu-node-01"]
+    assert len(p1["interfaces"]) == 10 and len(p1["qos"]) == 8
+    assert {q["roce_tos"] for q in p1["qos"]} == {106} and {q["roce_mtu"] for q in p1["qos"]} == {4096}
+    assert p1["hugepages"]["bytes_per_node"] == {"0": 80 * 2**30, "1": 80 * 2**30}
+    assert plans["gpu-node-09"]["firmware"]["policies"][0]["allowed"] == ["28.39.3560", "28.40.1000"]
+    assert plans["gpu-node-16"]["sysctl"]["keys"]["net.ipv4.tcp_rmem"]["value"] == "4096 262144 67108864"
+    assert plans["gpu-node-16"]["k8s"]["labels"]["aiinfra.io/canary"] == "true"
+
+
+def test_bad_host_argument() -> None:
+    with pytest.raises(SpecValidationError):
+        node_plan(base(), "", [])
+    with pytest.raises(SpecValidationError):
+        node_plan(base(), None, [])
+
+
+def test_invalid_spec_raises_with_all_errors() -> None:
+    spec = base()
+    spec["fabrics"][0]["mtu"] = 1
+    spec["fabrics"][1]["mtu"] = 1
+    with pytest.raises(SpecValidationError) as info:
+        node_plan(spec, "h", [])
+    assert len(info.value.errors) == 2
