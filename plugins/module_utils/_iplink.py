@@ -1,0 +1,245 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Network interfaces on the node: ``ip -j -d link`` parsing, matching, MTU limits.
+
+Stdlib only. The live link table comes from ``ip -j -d link show`` (iproute2 JSON); the
+bus address and driver come from sysfs (``/sys/class/net/IF/device`` and its ``driver``
+link) read through a ``HostRoot`` so that unit tests can point at a fake tree.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+SYS_NET = "/sys/class/net"
+ETH_MIN_MTU = 68
+
+
+class LinkError(Exception):
+    pass
+
+
+def parse_link_json(text):
+    """Parse ``ip -j -d link show`` output into ``{ifname: link-dict}``."""
+    try:
+        data = json.loads(text or "[]")
+    except ValueError as exc:
+        raise LinkError("cannot parse 'ip -j -d link show' output: %s" % exc)
+    if not isinstance(data, list):
+        raise LinkError("'ip -j -d link show' did not return a JSON list")
+    links = {}
+    for entry in data:
+        if isinstance(entry, dict) and entry.get("ifname"):
+            links[entry["ifname"]] = entry
+    return links
+
+
+def link_kind(link):
+    info = link.get("linkinfo") or {}
+    if info.get("info_kind"):
+        return info["info_kind"]
+    return "physical" if link.get("link_type") == "ether" else link.get("link_type")
+
+
+def link_parent(link):
+    """The lower device of a VLAN/macvlan (``link`` key, same namespace only)."""
+    if (link.get("linkinfo") or {}).get("info_kind") in ("vlan", "macvlan", "ipvlan", "macvtap"):
+        return link.get("link")
+    return None
+
+
+def bond_slaves(links, name):
+    return sorted(n for n, link in links.items() if link.get("master") == name
+                  and ((link.get("linkinfo") or {}).get("info_slave_kind") in (None, "bond", "team")))
+
+
+def sysfs_device(host, ifname):
+    """Return (bus_address, driver) of a netdev from sysfs, or (None, None) if virtual."""
+    dev = host.path(SYS_NET, ifname, "device")
+    if not os.path.exists(dev):
+        return None, None
+    bus = os.path.basename(os.path.realpath(dev))
+    drv_link = os.path.join(dev, "driver")
+    driver = os.path.basename(os.path.realpath(drv_link)) if os.path.exists(drv_link) else None
+    return bus, driver
+
+
+def parse_match(item):
+    """Normalise an ``interfaces`` item to its selector: ``match`` or else ``{name: ...}``."""
+    match = dict((k, v) for k, v in (item.get("match") or {}).items() if v not in (None, ""))
+    if not match and item.get("name"):
+        match = {"name": item["name"]}
+    return match
+
+
+def describe_match(match):
+    return " ".join("%s=%s" % (k, match[k]) for k in sorted(match))
+
+
+def match_interfaces(links, host, match):
+    """Names of links that satisfy every key of ``match`` (name, mac, pci, driver)."""
+    found = []
+    for name in sorted(links):
+        link = links[name]
+        if "name" in match and match["name"] != name:
+            continue
+        if "mac" in match:
+            macs = set(m.lower() for m in (link.get("address"), link.get("permaddr")) if m)
+            if str(match["mac"]).lower() not in macs:
+                continue
+        if "pci" in match or "driver" in match:
+            bus, driver = sysfs_device(host, name)
+            if "pci" in match and (bus or "").lower() != str(match["pci"]).lower():
+                continue
+            if "driver" in match and driver != match["driver"]:
+                continue
+        found.append(name)
+    return found
+
+
+def mtu_limits(links, name, targets=None):
+    """Effective (min, max) MTU of ``name``; VLANs follow the parent, bonds their slaves.
+
+    ``targets`` maps interface names to the MTU this run will give them, so that a VLAN's
+    limit is its parent's MTU *after* the run.
+    """
+    targets = targets or {}
+    link = links[name]
+    low = link.get("min_mtu", ETH_MIN_MTU)
+    high = link.get("max_mtu")
+    why = "device"
+    parent = link_parent(link)
+    if parent and parent in links:
+        parent_mtu = targets.get(parent, links[parent].get("mtu"))
+        if parent_mtu is not None and (high is None or parent_mtu < high):
+            high, why = parent_mtu, "MTU of parent %s" % parent
+    if (link.get("linkinfo") or {}).get("info_kind") == "bond":
+        for slave in bond_slaves(links, name):
+            smax = links[slave].get("max_mtu")
+            if smax is not None and (high is None or smax < high):
+                high, why = smax, "max MTU of bond slave %s" % slave
+    return low, high, why
+
+
+def depth(links, name, _seen=None):
+    """How many lower devices stand below ``name`` (0 for a NIC, 1 for its VLAN, ...)."""
+    _seen = _seen or set()
+    if name in _seen or name not in links:
+        return 0
+    _seen.add(name)
+    lowers = [link_parent(links[name])] + bond_slaves(links, name)
+    lowers = [x for x in lowers if x and x in links]
+    if not lowers:
+        return 0
+    return 1 + max(depth(links, x, _seen) for x in lowers)
+
+
+def related(links, name):
+    """``name`` plus every device whose MTU change would affect traffic on it."""
+    out, todo = set(), [name]
+    while todo:
+        cur = todo.pop()
+        if cur in out or cur not in links:
+            continue
+        out.add(cur)
+        parent = link_parent(links[cur])
+        if parent:
+            todo.append(parent)
+        todo.extend(bond_slaves(links, cur))
+        master = links[cur].get("master")
+        if master:
+            todo.append(master)
+    return out
+
+
+def interfaces_with_address(addr_json, address):
+    """Names of interfaces holding ``address`` in ``ip -j addr show`` output."""
+    try:
+        data = json.loads(addr_json or "[]")
+    except ValueError:
+        return []
+    names = []
+    for entry in data:
+        for info in entry.get("addr_info") or []:
+            if info.get("local") == address:
+                names.append(entry.get("ifname"))
+    return sorted(set(n for n in names if n))
+
+
+def route_device(route_json):
+    """Outgoing device from ``ip -j route get ADDR`` output (None for a local route)."""
+    try:
+        data = json.loads(route_json or "[]")
+    except ValueError:
+        return None
+    for entry in data:
+        if entry.get("type") == "local" or entry.get("dev") == "lo":
+            return None
+        if entry.get("dev"):
+            return entry["dev"]
+    return None
+
+
+def ssh_connection_addresses(environ):
+    """(client, server) addresses from ``SSH_CONNECTION`` (None when absent or UNKNOWN)."""
+    parts = (environ.get("SSH_CONNECTION") or "").split()
+    if len(parts) != 4:
+        return None, None
+    client, server = parts[0], parts[2]
+    return (None if client == "UNKNOWN" else client), (None if server == "UNKNOWN" else server)
+
+
+class IpLink(object):
+    """Live link state through iproute2, behind a runner (real or recorded)."""
+
+    def __init__(self, runner, ip="ip"):
+        self.runner = runner
+        self.ip = ip
+
+    def links(self):
+        rc, out, err = self.runner.run([self.ip, "-j", "-d", "link", "show"], check=False)
+        if rc != 0:
+            raise LinkError("'ip -j -d link show' failed: %s" % (err or out).strip())
+        return parse_link_json(out)
+
+    def set_mtu_argv(self, name, mtu):
+        return [self.ip, "link", "set", "dev", name, "mtu", str(mtu)]
+
+    def set_mtu(self, name, mtu):
+        self.runner.run(self.set_mtu_argv(name, mtu), record=True)
+
+    def addresses(self):
+        rc, out, err = self.runner.run([self.ip, "-j", "addr", "show"], check=False)
+        return out if rc == 0 else "[]"
+
+    def route_get(self, address):
+        rc, out, err = self.runner.run([self.ip, "-j", "route", "get", address], check=False)
+        return out if rc == 0 else "[]"
+
+    def connection_interfaces(self, links, addresses, client=None):
+        """Interfaces that carry the management connection (plus their lower/upper devices)."""
+        found = set()
+        addr_json = None
+        for address in addresses:
+            if not address:
+                continue
+            if addr_json is None:
+                addr_json = self.addresses()
+            local = interfaces_with_address(addr_json, address)
+            found.update(local)
+            if not local:
+                dev = route_device(self.route_get(address))
+                if dev:
+                    found.add(dev)
+        if client:
+            dev = route_device(self.route_get(client))
+            if dev:
+                found.add(dev)
+        out = set()
+        for name in found:
+            out |= related(links, name)
+        return sorted(out)

@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NIC firmware facts and compliance (stdlib only; never flashes anything).
+
+Sources, in order of preference, all merged when present:
+
+* ``ethtool -i IF``: ``firmware-version: 28.39.3560 (MT_0000000838)`` carries the PSID in
+  parentheses; ``version:`` is the driver version; ``bus-info:`` the PCI address.
+* ``devlink -j dev info``: ``info["pci/BDF"].versions.fixed["fw.psid"]`` (the board id),
+  ``running``/``stored`` ``fw.version``. Stored ``255.255.65535`` means the query failed.
+* sysfs of the RDMA device: ``/sys/class/net/IF/device/infiniband/HCA/{fw_ver,board_id}``.
+
+Policies match on PSID (board id) and/or driver, never on a product name.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import sysfs_device
+from ansible_collections.aiinfra.datapath.plugins.module_utils._version import compare_versions
+
+_FW = re.compile(r"^(?P<version>[^\s(]+)(?:\s*\((?P<psid>[^)]+)\))?")
+STORED_QUERY_FAILED = "255.255.65535"
+
+
+def parse_ethtool_info(text):
+    """``ethtool -i`` output -> dict (empty values become None); splits version and PSID."""
+    info = {}
+    for line in (text or "").splitlines():
+        if ":" not in line:
+            continue
+        key, value = line.split(":", 1)
+        info[key.strip()] = value.strip() or None
+    fw = info.get("firmware-version")
+    info["fw_version"], info["psid"] = None, None
+    if fw:
+        m = _FW.match(fw)
+        if m:
+            info["fw_version"] = m.group("version").rstrip(",")
+            info["psid"] = m.group("psid")
+    return info
+
+
+def parse_devlink_info(text):
+    """``devlink -j dev info`` -> ``{bus: {driver, serial, psid, fw_running, fw_stored}}``."""
+    try:
+        data = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    out = {}
+    for handle, entry in (data.get("info") or {}).items():
+        bus = handle.split("/", 1)[1] if "/" in handle else handle
+        versions = entry.get("versions") or {}
+        fixed, running, stored = (versions.get(k) or {} for k in ("fixed", "running", "stored"))
+        stored_fw = stored.get("fw.version") or stored.get("fw")
+        out[bus] = {
+            "driver": entry.get("driver"),
+            "serial": entry.get("serial_number"),
+            "psid": fixed.get("fw.psid") or fixed.get("board.id"),
+            "fw_running": running.get("fw.version") or running.get("fw"),
+            "fw_stored": None if stored_fw == STORED_QUERY_FAILED else stored_fw,
+        }
+    return out
+
+
+def collect(host, runner, ifname, ethtool=None, devlink_info=None):
+    """Facts of one NIC; ``devlink_info`` is the parsed ``devlink -j dev info`` of the node."""
+    net = "/sys/class/net/%s" % ifname
+    nic = {"interface": ifname, "bus_info": None, "driver": None, "driver_version": None,
+           "firmware_version": None, "firmware_stored": None, "psid": None, "sources": [],
+           "physical": host.exists(net + "/device"), "notes": []}
+    if ethtool:
+        rc, out, err = runner.run([ethtool, "-i", ifname], check=False)
+        if rc == 0:
+            info = parse_ethtool_info(out)
+            nic["sources"].append("ethtool")
+            nic.update(driver=info.get("driver"), driver_version=info.get("version"),
+                       bus_info=info.get("bus-info"), firmware_version=info["fw_version"], psid=info["psid"])
+        else:
+            nic["notes"].append("ethtool -i failed: %s" % (err or out).strip())
+    if nic["physical"] and (not nic["bus_info"] or not nic["driver"]):
+        bus, driver = sysfs_device(host, ifname)
+        nic["bus_info"] = nic["bus_info"] or bus
+        nic["driver"] = nic["driver"] or driver
+    dl = (devlink_info or {}).get(nic["bus_info"] or "") if nic["bus_info"] else None
+    if dl:
+        nic["sources"].append("devlink")
+        nic["driver"] = nic["driver"] or dl["driver"]
+        nic["psid"] = nic["psid"] or dl["psid"]
+        nic["firmware_version"] = nic["firmware_version"] or dl["fw_running"]
+        nic["firmware_stored"] = dl["fw_stored"]
+        if dl["fw_running"] and nic["firmware_version"] and dl["fw_running"] != nic["firmware_version"]:
+            nic["notes"].append("ethtool reports %s, devlink running %s"
+                                % (nic["firmware_version"], dl["fw_running"]))
+    hcas = host.listdir(net + "/device/infiniband")
+    if hcas and (not nic["firmware_version"] or not nic["psid"]):
+        base = "%s/device/infiniband/%s" % (net, hcas[0])
+        fw, board = host.read(base + "/fw_ver"), host.read(base + "/board_id")
+        if fw or board:
+            nic["sources"].append("sysfs")
+            nic["firmware_version"] = nic["firmware_version"] or fw or None
+            nic["psid"] = nic["psid"] or board or None
+    if nic["firmware_stored"] and nic["firmware_version"] and \
+            compare_versions(nic["firmware_stored"], nic["firmware_version"]) != 0:
+        nic["notes"].append("stored firmware %s differs from running %s: activation pending (reset or reboot)"
+                            % (nic["firmware_stored"], nic["firmware_version"]))
+    return nic
+
+
+def _same_psid(a, b):
+    return (a or "").strip().lower() == (b or "").strip().lower()
+
+
+def select_policy(nic, policies):
+    """The most specific policy for a NIC (PSID+driver > PSID > driver); (policy, why-not)."""
+    best, best_score, blocked = None, -1, []
+    for policy in policies:
+        if policy.get("driver") and policy["driver"] != nic.get("driver"):
+            continue
+        if policy.get("psid"):
+            if not nic.get("psid"):
+                blocked.append(policy["psid"])
+                continue
+            if not _same_psid(policy["psid"], nic["psid"]):
+                continue
+        score = (2 if policy.get("psid") else 0) + (1 if policy.get("driver") else 0)
+        if score > best_score:
+            best, best_score = policy, score
+    why = None
+    if best is None:
+        if blocked:
+            why = "PSID not reported; policies for PSID %s need it" % ", ".join(blocked)
+        else:
+            why = "no policy for driver %s, PSID %s" % (nic.get("driver") or "?", nic.get("psid") or "?")
+    return best, why
+
+
+def evaluate(nic, policies):
+    """Compliance row: status compliant | noncompliant | unknown, with the reason."""
+    row = {"interface": nic["interface"], "bus_info": nic.get("bus_info"), "driver": nic.get("driver"),
+           "psid": nic.get("psid"), "firmware_version": nic.get("firmware_version"), "policy": None,
+           "needs": None, "status": "unknown", "reason": None}
+    if not nic.get("firmware_version"):
+        where = ""
+        if not nic.get("physical"):
+            where = " (virtual interface: no /sys/class/net/%s/device)" % nic["interface"]
+        row["reason"] = "firmware version not reported by ethtool, devlink or sysfs%s" % where
+        return row
+    policy, why = select_policy(nic, policies)
+    if policy is None:
+        row["reason"] = why
+        return row
+    row["policy"] = dict((k, policy.get(k)) for k in ("driver", "psid", "min_version", "allowed"))
+    version = nic["firmware_version"]
+    needs, problems = [], []
+    allowed = policy.get("allowed") or []
+    if allowed:
+        needs.append("one of %s" % ", ".join(allowed))
+        if not any(compare_versions(version, a) == 0 for a in allowed):
+            problems.append("%s is not in the allowed list %s" % (version, ", ".join(allowed)))
+    if policy.get("min_version"):
+        needs.append(">= %s" % policy["min_version"])
+        if compare_versions(version, policy["min_version"]) < 0:
+            problems.append("%s is older than the minimum %s" % (version, policy["min_version"]))
+    row["needs"] = " and ".join(needs) or None
+    if not needs:
+        row["reason"] = "policy sets neither min_version nor allowed"
+        return row
+    row["status"] = "noncompliant" if problems else "compliant"
+    row["reason"] = "; ".join(problems) or "%s meets %s" % (version, row["needs"])
+    return row

@@ -1,0 +1,304 @@
+"""link_mtu: live MTU through recorded ip -j output, persistence backends in a fake /etc."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from ansible_collections.aiinfra.datapath.plugins.modules import link_mtu
+from netfakes import FakeIp, FakeRunner, fixture, nic, static, use
+
+IP = "/usr/sbin/ip"
+SYSTEMCTL = "/usr/bin/systemctl"
+
+
+def links():
+    return json.loads(fixture("iplink/node-links.json"))
+
+
+def systemctl(active=()):
+    def handler(argv):
+        if argv[:2] == [SYSTEMCTL, "is-active"]:
+            return (0, "active\n", "") if argv[2] in active else (3, "inactive\n", "")
+        return None
+    return handler
+
+
+@pytest.fixture
+def tree(node):
+    nic(node, "ens1f0np0", pci="0000:e6:00.0")
+    nic(node, "ens2f0np0", pci="0000:e7:00.0", mac="b8:3f:d2:00:00:02")
+    nic(node, "ens2f1np1", pci="0000:e7:00.1", mac="b8:3f:d2:00:00:03")
+    nic(node, "eth0", pci="0000:00:03.0", driver="virtio_net", hca=None, ecn=False)
+    nic(node, "v0", pci=None)
+    return node
+
+
+def fake(monkeypatch, ip=None, active=(), extra=(), ping_rc=0, ping_before=0):
+    pings = []
+
+    def ping(argv):
+        if argv[0] != "/usr/bin/ping":
+            return None
+        pings.append(argv[-1])
+        return (ping_before if len(pings) == 1 else ping_rc), "", ""
+
+    ip = ip or FakeIp(links(), addr=fixture("iplink/addr.json"),
+                      routes={"198.18.0.1": fixture("iplink/route-get-gw.json")})
+    handlers = [ip, systemctl(active), *extra,
+                ping]
+    runner = FakeRunner(handlers, which={"ip": IP, "systemctl": SYSTEMCTL, "ping": "/usr/bin/ping", "nmcli": "nmcli"})
+    use(monkeypatch, link_mtu, runner)
+    return runner, ip
+
+
+def args(node, interfaces, **extra):
+    base = {"interfaces": interfaces, "root": str(node.root)}
+    base.update(extra)
+    return base
+
+
+RAIL = [{"name": "ens1f0np0", "match": {"name": "ens1f0np0"}, "fabric": "rail0", "mtu": 9000}]
+IFUPDOWN_MAIN = "auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n"
+
+
+def test_check_mode_touches_nothing(run_module, tree, monkeypatch):
+    tree.put("/etc/network/interfaces", IFUPDOWN_MAIN)
+    runner, ip = fake(monkeypatch)
+    before = tree.snapshot()
+    result = run_module(link_mtu.main, args(tree, RAIL), check_mode=True, diff=True)
+    assert result["changed"] is True
+    assert result["actions"] == ["ip link set dev ens1f0np0 mtu 9000",
+                                 "write /etc/network/interfaces.d/aiinfra-ens1f0np0"]
+    assert result["diff"]["after"]["mtu"] == {"ens1f0np0": 9000}
+    assert result["persist"]["backend"] == "ifupdown"
+    assert ip.sets == [] and runner.commands == []
+    assert tree.snapshot() == before
+
+
+def test_ifupdown_apply_then_idempotent(run_module, tree, monkeypatch):
+    tree.put("/etc/network/interfaces", IFUPDOWN_MAIN)
+    runner, ip = fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, RAIL))
+    assert result["changed"] is True
+    assert ip.sets == [("ens1f0np0", 9000)]
+    assert runner.commands == [[IP, "link", "set", "dev", "ens1f0np0", "mtu", "9000"]]
+    text = tree.get("/etc/network/interfaces.d/aiinfra-ens1f0np0")
+    assert "iface ens1f0np0 inet manual\n    mtu 9000\n" in text and "auto ens1f0np0" in text
+    assert result["interfaces"][0]["mtu_before"] == 1500
+    again = run_module(link_mtu.main, args(tree, RAIL))
+    assert again["changed"] is False and again["actions"] == []
+
+
+def test_ifupdown_without_source_line_is_reported(run_module, tree, monkeypatch):
+    tree.put("/etc/network/interfaces", "auto lo\niface lo inet loopback\n")
+    fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, RAIL))
+    assert "does not source" in result["persist"]["notes"][0]
+    assert not tree.exists("/etc/network/interfaces.d/aiinfra-ens1f0np0")
+
+
+def test_ifupdown_existing_stanza_not_duplicated(run_module, tree, monkeypatch):
+    tree.put("/etc/network/interfaces", IFUPDOWN_MAIN + "\nauto ens1f0np0\niface ens1f0np0 inet dhcp\n")
+    fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, RAIL))
+    assert "add 'mtu 9000' to that stanza" in result["persist"]["notes"][0]
+    assert result["persist"]["changes"] == []
+
+
+def test_networkd_dropin_for_matching_network_file(run_module, tree, monkeypatch):
+    tree.put("/etc/systemd/network/20-rail0.network", "[Match]\nName=ens1f0np0\n\n[Network]\nAddress=198.19.0.11/24\n")
+    fake(monkeypatch, active=("systemd-networkd",))
+    result = run_module(link_mtu.main, args(tree, RAIL))
+    assert result["persist"]["backend"] == "networkd"
+    assert result["persist"]["detected"] == {"networkd": "systemd-networkd is active"}
+    text = tree.get("/etc/systemd/network/20-rail0.network.d/90-aiinfra-mtu.conf")
+    assert "[Link]\nMTUBytes=9000\n" in text
+
+
+def test_networkd_link_file_when_no_network_file(run_module, tree, monkeypatch):
+    fake(monkeypatch, active=("systemd-networkd",))
+    items = RAIL + [{"name": "v0", "mtu": 9000}]
+    run_module(link_mtu.main, args(tree, items))
+    pci = tree.get("/etc/systemd/network/10-aiinfra-ens1f0np0.link")
+    assert "[Match]\nPath=pci-0000:e6:00.0\n" in pci and "MTUBytes=9000" in pci and "NamePolicy=" in pci
+    assert "OriginalName=v0" in tree.get("/etc/systemd/network/10-aiinfra-v0.link")
+
+
+def test_netplan_dropin_json_yaml_0600(run_module, tree, monkeypatch):
+    tree.put("/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n  ethernets:\n    eth0:\n      dhcp4: true\n")
+    fake(monkeypatch, active=("systemd-networkd",))
+    result = run_module(link_mtu.main, args(tree, RAIL + [{"name": "bond0", "mtu": 9000}]))
+    assert result["persist"]["backend"] == "netplan"
+    path = tree.path("/etc/netplan/90-aiinfra-datapath.yaml")
+    assert oct(os.stat(path).st_mode & 0o777) == "0o600"
+    doc = json.loads(path.read_text())
+    assert doc == {"network": {"version": 2, "ethernets": {"ens1f0np0": {"mtu": 9000}}}}
+    assert any("bond0: bonds is not defined" in n for n in result["persist"]["notes"])
+
+
+def test_networkmanager_connection_modify(run_module, tree, monkeypatch):
+    nm = {("nmcli", "-g", "GENERAL.CON-UUID", "device", "show", "ens1f0np0"): "5b1e-uuid\n",
+          ("nmcli", "-g", "connection.type", "connection", "show", "5b1e-uuid"): "802-3-ethernet\n",
+          ("nmcli", "-g", "802-3-ethernet.mtu", "connection", "show", "5b1e-uuid"): "auto\n"}
+    state = {}
+
+    def nmcli(argv):
+        if argv[0] != "nmcli":
+            return None
+        if argv[:4] == ["nmcli", "-t", "connection", "modify"]:
+            state["mtu"] = argv[-1]
+            return 0, "", ""
+        key = tuple(argv)
+        if key[2] == "802-3-ethernet.mtu" and "mtu" in state:
+            return 0, state["mtu"] + "\n", ""
+        return (0, nm[key], "") if key in nm else (10, "", "Error: not found")
+
+    runner, ip = fake(monkeypatch, active=("NetworkManager",), extra=[nmcli])
+    result = run_module(link_mtu.main, args(tree, RAIL))
+    assert result["persist"]["backend"] == "networkmanager"
+    assert ["nmcli", "-t", "connection", "modify", "5b1e-uuid", "802-3-ethernet.mtu", "9000"] in runner.commands
+    assert run_module(link_mtu.main, args(tree, RAIL))["changed"] is False
+
+
+def test_networkmanager_without_nmcli_is_reported(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch, active=("NetworkManager",))
+    runner.paths["nmcli"] = None
+    result = run_module(link_mtu.main, args(tree, RAIL))
+    assert result["persist"]["notes"] == ["nmcli is not installed; MTU not persisted through NetworkManager"]
+
+
+def test_ifupdown_diff_shows_file(run_module, tree, monkeypatch):
+    tree.put("/etc/network/interfaces", IFUPDOWN_MAIN)
+    fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, RAIL), check_mode=True, diff=True)
+    path = "/etc/network/interfaces.d/aiinfra-ens1f0np0"
+    assert result["diff"]["before"]["files"][path] == ""
+    assert "mtu 9000" in result["diff"]["after"]["files"][path]
+
+
+def test_no_backend_is_reported_not_guessed(run_module, tree, monkeypatch):
+    fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, RAIL))
+    assert result["persist"]["backend"] == "none"
+    assert "no network configuration backend found" in result["persist"]["notes"][0]
+    assert result["actions"] == ["ip link set dev ens1f0np0 mtu 9000"]
+
+
+def test_match_by_pci_and_driver(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch)
+    items = [{"name": None, "match": {"pci": "0000:e6:00.0"}, "fabric": "rail1", "mtu": 4200}]
+    result = run_module(link_mtu.main, args(tree, items, persist="none"))
+    assert [r["name"] for r in result["interfaces"]] == ["ens1f0np0"]
+    items = [{"match": {"driver": "mlx5_core"}, "mtu": 9000}]
+    result = run_module(link_mtu.main, args(tree, items, persist="none"), check_mode=True)
+    assert sorted(r["name"] for r in result["interfaces"]) == ["ens1f0np0", "ens2f0np0", "ens2f1np1"]
+
+
+def test_no_match_fails_before_anything(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch)
+    items = RAIL + [{"match": {"pci": "0000:ff:00.0"}, "fabric": "rail1", "mtu": 9000}]
+    result = run_module(link_mtu.main, args(tree, items), expect_failure=True)
+    assert "interfaces[1] (fabric rail1): no interface matches pci=0000:ff:00.0" in result["msg"]
+    assert ip.sets == []
+
+
+@pytest.mark.parametrize("items, text", [
+    ([{"name": "ens2f1np1", "mtu": 9216}], "outside 68-9000 (device)"),
+    ([{"name": "bond0", "mtu": 9216}], "max MTU of bond slave ens2f1np1"),
+    ([{"name": "ens1f0np0.100", "mtu": 9000}], "MTU of parent ens1f0np0"),
+    ([{"name": "ens1f0np0", "mtu": 9217}], "outside 68-9216"),
+    ([{"name": "ens1f0np0", "mtu": 9000}, {"match": {"pci": "0000:e6:00.0"}, "mtu": 4200}], "already gets MTU 9000"),
+])
+def test_limits_refused(run_module, tree, monkeypatch, items, text):
+    runner, ip = fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, items, persist="none"), expect_failure=True)
+    assert text in result["msg"] and "nothing changed" in result["msg"]
+    assert ip.sets == []
+
+
+def test_vlan_with_parent_raised_first_lowered_last(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch)
+    items = [{"name": "ens1f0np0.100", "mtu": 9000}, {"name": "ens1f0np0", "mtu": 9000}]
+    run_module(link_mtu.main, args(tree, items, persist="none"))
+    assert ip.sets == [("ens1f0np0", 9000), ("ens1f0np0.100", 9000)]
+    ip.sets.clear()
+    items = [{"name": "ens1f0np0", "mtu": 1500}, {"name": "ens1f0np0.100", "mtu": 1500}]
+    run_module(link_mtu.main, args(tree, items, persist="none"))
+    assert ip.sets == [("ens1f0np0.100", 1500), ("ens1f0np0", 1500)]
+
+
+MGMT = [{"name": "eth0", "mtu": 9000}]
+
+
+def test_lockout_guard_refuses_connection_interface(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, MGMT, connection_address="198.18.0.11"), expect_failure=True)
+    assert "refusing to change the MTU of the interface carrying the Ansible connection: eth0" in result["msg"]
+    assert result["connection_interfaces"] == ["eth0"]
+    assert ip.sets == []
+
+
+def test_lockout_guard_from_ssh_connection(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch)
+    monkeypatch.setenv("SSH_CONNECTION", "198.18.0.1 40000 198.18.0.11 22")
+    result = run_module(link_mtu.main, args(tree, MGMT), expect_failure=True)
+    assert "eth0" in result["msg"]
+
+
+def test_unchanged_connection_interface_is_fine(run_module, tree, monkeypatch):
+    fake(monkeypatch)
+    result = run_module(link_mtu.main, args(tree, [{"name": "eth0", "mtu": 1500}], connection_address="198.18.0.11"))
+    assert result["changed"] is False and result["interfaces"][0]["connection"] is True
+
+
+def test_allowed_change_reverted_when_peer_lost(run_module, tree, monkeypatch):
+    tree.put("/etc/network/interfaces", IFUPDOWN_MAIN)
+    runner, ip = fake(monkeypatch, ping_rc=1)
+    result = run_module(link_mtu.main, args(tree, MGMT, connection_address="198.18.0.11",
+                                            allow_connection_interface=True, verify_after=["198.18.0.1"]),
+                        expect_failure=True)
+    assert "stopped answering" in result["msg"] and "eth0->1500" in result["msg"]
+    assert ip.sets == [("eth0", 9000), ("eth0", 1500)]
+    assert not tree.exists("/etc/network/interfaces.d/aiinfra-eth0")
+
+
+def test_silent_peer_before_change_refuses(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch, ping_before=1)
+    result = run_module(link_mtu.main, args(tree, MGMT, connection_address="198.18.0.11", persist="none",
+                                            allow_connection_interface=True, verify_after=["198.18.0.1"]),
+                        expect_failure=True)
+    assert "do not answer before the change" in result["msg"] and ip.sets == []
+
+
+def test_connection_address_as_name(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch)
+    monkeypatch.setattr(link_mtu.socket, "getaddrinfo", lambda name, port: [(2, 1, 6, "", ("198.18.0.11", 0))])
+    result = run_module(link_mtu.main, args(tree, MGMT, connection_address="gpu-node-01"), expect_failure=True)
+    assert "eth0" in result["msg"]
+
+
+def test_allowed_change_verified(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch, ping_rc=0)
+    result = run_module(link_mtu.main, args(tree, MGMT, connection_address="198.18.0.11", persist="none",
+                                            allow_connection_interface=True, verify_after=["198.18.0.1"]))
+    assert result["verified"] == {"198.18.0.1": True}
+    assert ip.sets == [("eth0", 9000)]
+
+
+def test_device_refuses_and_run_reverts(run_module, tree, monkeypatch):
+    ip = FakeIp(links(), refuse={"ens2f0np0": "Error: mtu greater than device maximum."})
+    fake(monkeypatch, ip=ip)
+    items = [{"name": "ens1f0np0", "mtu": 9000}, {"name": "ens2f0np0", "mtu": 9000}]
+    result = run_module(link_mtu.main, args(tree, items, persist="none"), expect_failure=True)
+    assert "applying MTU failed" in result["msg"] and "ens1f0np0->1500" in result["msg"]
+    assert ip.links["ens1f0np0"]["mtu"] == 1500
+
+
+def test_ip_failure_is_clean(run_module, tree, monkeypatch):
+    runner = FakeRunner([static([IP, "-j", "-d", "link", "show"], rc=255, err="Cannot open netlink socket")],
+                        which={"ip": IP})
+    use(monkeypatch, link_mtu, runner)
+    result = run_module(link_mtu.main, args(tree, RAIL), expect_failure=True)
+    assert "Cannot open netlink socket" in result["msg"]
