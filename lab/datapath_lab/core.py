@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .spec import render as render_spec
+
 # Lab addresses live only inside lab namespaces. 198.18.0.0/15 is the benchmarking range
 # (RFC 2544): never routed on the internet and rarely used by hosts, but `up` still checks.
 LAB_RANGE = ipaddress.ip_network("198.18.0.0/15")
@@ -125,7 +127,7 @@ def parse_size(text: str) -> int:
 
 
 def run(argv: list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(argv, capture_output=True, text=True, input=input)
+    proc = subprocess.run(argv, capture_output=True, text=True, input=input, check=False)
     if check and proc.returncode != 0:
         raise LabError(f"{' '.join(argv)} failed (rc={proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
     return proc
@@ -564,17 +566,9 @@ class Lab:
                "# Written by datapath-lab; regenerated on every `up`. Do not edit.\n"
                + json.dumps(inventory, indent=2, sort_keys=True) + "\n", 0o644)
         _write(os.path.join(inv, ".datapath-lab"), self.name + "\n", 0o644)
-        spec_src = os.path.join(os.path.dirname(__file__), "spec", "datapath.yml")
         spec_dst = os.path.join(inv, "group_vars", "all", "datapath.yml")
-        if os.path.exists(spec_src):
-            os.makedirs(os.path.dirname(spec_dst), exist_ok=True)
-            with open(spec_src) as fh:
-                text = fh.read()
-            for fabric in state["fabrics"]:
-                text = text.replace("@" + fabric["name"].upper() + "_MTU@", str(fabric["mtu"]))
-                text = text.replace("@" + fabric["name"].upper() + "_SUBNET@", fabric["subnet"])
-                text = text.replace("@" + fabric["name"].upper() + "_IF@", fabric["ifname"])
-            _write(spec_dst, text, 0o644)
+        os.makedirs(os.path.dirname(spec_dst), exist_ok=True)
+        _write(spec_dst, render_spec(state, inv), 0o644)
         return inv
 
 

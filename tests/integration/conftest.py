@@ -79,7 +79,7 @@ class LabHandle:
                     "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_NOCOLOR": "1",
                     "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", "")}
         full_env.update(env or {})
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=full_env, timeout=900)
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=full_env, timeout=900, check=False)
         try:
             data = json.loads(proc.stdout[proc.stdout.index("{"):]) if "{" in proc.stdout else {}
         except ValueError:

@@ -91,14 +91,14 @@ def test_ansible_ping_over_real_ssh(lab: LabHandle) -> None:
     proc = subprocess.run(
         [os.path.join(VENV_BIN, "ansible"), "all", "-i", lab.inventory, "-m", "ansible.builtin.ping",
          "-o"], capture_output=True, text=True, timeout=300,
-        env={**os.environ, "ANSIBLE_CONFIG": os.path.join(os.path.dirname(VENV_BIN), "..", "ansible.cfg")},
+        env={**os.environ, "ANSIBLE_CONFIG": os.path.join(os.path.dirname(VENV_BIN), "..", "ansible.cfg")}, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("SUCCESS") == len(lab.nodes)
 
 
 def test_host_network_untouched(lab: LabHandle) -> None:
-    out = json.loads(subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True).stdout)
+    out = json.loads(subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, check=False).stdout)
     for link in out:
         for a in link.get("addr_info", []):
             assert not a["local"].startswith(("198.18.", "198.19.")), link["ifname"]
@@ -122,7 +122,7 @@ def test_set_port_mtu_breaks_only_that_nodes_jumbo_path(lab: LabHandle) -> None:
 def _leftovers(name: str) -> list[str]:
     lab = Lab(name)
     found = lab.namespaces() + lab.loop_devices()
-    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True, check=False).stdout
     found += [m for m in mounts.splitlines() if f"/datapath-lab/{name}" in m]
     if os.path.exists(lab.state_dir):
         found.append(lab.state_dir)

@@ -41,7 +41,7 @@ needs_md = pytest.mark.skipif(not os.path.exists("/proc/mdstat") or shutil.which
 
 
 def sh(*argv: str, check: bool = True) -> str:
-    done = subprocess.run(list(argv), capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
+    done = subprocess.run(list(argv), capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"), check=False)
     if check and done.returncode != 0:
         raise AssertionError("%s failed (%d): %s%s" % (" ".join(argv), done.returncode, done.stdout, done.stderr))
     return done.stdout
@@ -84,13 +84,13 @@ class LabDisks:
     def cleanup(self) -> None:
         errors = []
         for target in sorted(mounts_below(self.dir), key=len, reverse=True):
-            if subprocess.run(["umount", target]).returncode != 0:
-                subprocess.run(["umount", "-l", target])
+            if subprocess.run(["umount", target], check=False).returncode != 0:
+                subprocess.run(["umount", "-l", target], check=False)
         for md in self.md_holders():
-            if subprocess.run(["mdadm", "--stop", "/dev/" + md]).returncode != 0:
+            if subprocess.run(["mdadm", "--stop", "/dev/" + md], check=False).returncode != 0:
                 errors.append("mdadm --stop /dev/%s" % md)
         for loop in self.loops:
-            if subprocess.run(["losetup", "-d", loop]).returncode != 0:
+            if subprocess.run(["losetup", "-d", loop], check=False).returncode != 0:
                 errors.append("losetup -d %s" % loop)
         if errors:
             raise AssertionError("cleanup failed: %s" % ", ".join(errors))
@@ -258,7 +258,7 @@ def test_foreign_filesystem_is_refused_then_wiped_when_named(disks, tmp_path, ru
 
 
 def test_device_mounted_elsewhere_is_refused_even_when_named(disks, tmp_path, run_module):
-    loop, _ = _ext4_with_file(disks, tmp_path)
+    loop, dummy = _ext4_with_file(disks, tmp_path)
     other = tmp_path / "elsewhere"
     other.mkdir()
     sh("mount", loop, str(other))
@@ -270,7 +270,7 @@ def test_device_mounted_elsewhere_is_refused_even_when_named(disks, tmp_path, ru
 
 def test_two_foreign_devices_nothing_happens_before_all_are_checked(disks, tmp_path, run_module):
     """One device may be wiped, the other not: the guard refuses before touching either."""
-    first, _ = _ext4_with_file(disks, tmp_path)
+    first, dummy = _ext4_with_file(disks, tmp_path)
     second = disks.new("gpt2")
     sh("sgdisk", "-n", "1:1MiB:+100MiB", "-c", "1:data1", "-n", "2:0:0", "-c", "2:data2", second)
     prints = (fingerprint(first), fingerprint(second))

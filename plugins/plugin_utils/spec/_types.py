@@ -128,10 +128,13 @@ def _rel_path(value: Any) -> Any:
 
 RelPath = Annotated[str, Strict(), BeforeValidator(_rel_path)]
 DevicePath = Annotated[str, Strict(), Field(
-    pattern=r"^/dev/(disk/by-(id|path|uuid|partuuid|label)/[A-Za-z0-9._:+@-]{1,200}|nvme[0-9]{1,3}n[0-9]{1,3})$",
-    description="/dev/disk/by-id/... (preferred: stable across boots) or /dev/nvmeXnY")]
-Serial = Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9._:-]{1,64}$",
-                                        description="Device serial number or WWN")]
+    pattern=r"^/dev/(disk/by-(id|path|uuid|partuuid|label)/[A-Za-z0-9._:+@-]{1,200}|nvme[0-9]{1,3}n[0-9]{1,3}"
+            r"|(sd|vd|xvd)[a-z]{1,3}|loop[0-9]{1,4})$",
+    description="/dev/disk/by-id/... (preferred: stable across boots), /dev/nvmeXnY, /dev/sdX, /dev/vdX "
+                "or /dev/loopN (test rigs)")]
+Serial = Annotated[str, Strict(), Field(
+    pattern=r"^([A-Za-z0-9._:-]{1,64}|/dev/[A-Za-z0-9._:/+@-]{1,200})$",
+    description="Device serial number or WWN; for devices without one (loop devices) the device path")]
 KernelArg = Annotated[str, Strict(), Field(
     pattern=r"^[A-Za-z0-9_.-]{1,64}(=[A-Za-z0-9_.,:/+@=-]{0,255})?$",
     description="One kernel argument, 'key' or 'key=value' (no spaces or quotes).")]

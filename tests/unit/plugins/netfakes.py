@@ -138,7 +138,7 @@ class FakeDcb:
                 self.state["pfc"]["prio_pfc"][int(prio)] = onoff == "on"
         elif obj == "app" and verb == "replace":
             assert args[0] == "dscp-prio"
-            table = {d: p for d, p in self.state["app"].get("dscp_prio", [])}
+            table = dict(self.state["app"].get("dscp_prio", []))
             for pair in args[1:]:
                 dscp, prio = pair.split(":")
                 table[int(dscp)] = int(prio)

@@ -89,7 +89,7 @@ class FakeKernel:
 @pytest.fixture
 def kernel(node, monkeypatch):
     fake = FakeKernel(node, {"2M": {"0": 1000, "1": 1000}, "1G": {"0": 2, "1": 2}})
-    monkeypatch.setattr(_fs.HostRoot, "write", lambda self, path, value: fake.write(self, path, value))
+    monkeypatch.setattr(_fs.HostRoot, "write", lambda self, path, value: fake.write(self, path, value))  # pylint: disable=unnecessary-lambda
     return fake
 
 
@@ -241,7 +241,7 @@ def test_growth_beyond_mem_available_is_not_attempted(run_module, node, kernel):
 
 def test_refuses_to_shrink_below_in_use(run_module, node, monkeypatch):
     fake = FakeKernel(node, {"2M": {"0": 1000}}, used={"2M": {"0": 30}}, resv={"2M": 10})
-    monkeypatch.setattr(_fs.HostRoot, "write", lambda self, p, v: fake.write(self, p, v))
+    monkeypatch.setattr(_fs.HostRoot, "write", lambda self, p, v: fake.write(self, p, v))  # pylint: disable=unnecessary-lambda
     fake.write(None, fake._pool("2M") + "/nr_hugepages", "64")
     fake.writes.clear()
     before = node.snapshot()

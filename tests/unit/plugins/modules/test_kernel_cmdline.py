@@ -25,7 +25,7 @@ class Tools:
                             lambda mod, name, required=False, opt_dirs=None:
                             "/usr/sbin/" + name if name in self.present else None)
         monkeypatch.setattr(basic.AnsibleModule, "run_command",
-                            lambda mod, argv, **kwargs: self.run_command(mod, argv, **kwargs))
+                            lambda mod, argv, **kwargs: self.run_command(mod, argv, **kwargs))  # pylint: disable=unnecessary-lambda
 
     def run_command(self, module, argv, **kwargs):
         argv = list(argv)

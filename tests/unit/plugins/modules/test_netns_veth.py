@@ -41,7 +41,7 @@ def run_in_ns(tmp_path, module, module_args):
     env.pop("SSH_CONNECTION", None)
     done = subprocess.run(["ip", "netns", "exec", NS, sys.executable,
                            os.path.join(REPO, "plugins", "modules", module + ".py"), str(argfile)],
-                          capture_output=True, text=True, env=env, timeout=60)
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
     assert "Traceback" not in done.stderr, done.stderr
     return json.loads(done.stdout)
 
@@ -50,11 +50,13 @@ def test_link_mtu_real_veth(netns, tmp_path):
     args = {"interfaces": [{"name": "v0", "mtu": 9000}], "persist": "none"}
     check = run_in_ns(tmp_path, "link_mtu", dict(args, _ansible_check_mode=True))
     assert check["changed"] is True
-    live = subprocess.run(["ip", "-n", NS, "-j", "link", "show", "dev", "v0"], capture_output=True, text=True)
+    live = subprocess.run(["ip", "-n", NS, "-j", "link", "show", "dev", "v0"], capture_output=True, text=True,
+                          check=True)
     assert json.loads(live.stdout)[0]["mtu"] == 1500  # check mode touched nothing
     first = run_in_ns(tmp_path, "link_mtu", args)
     assert first["changed"] is True and first["actions"] == ["ip link set dev v0 mtu 9000"]
-    live = subprocess.run(["ip", "-n", NS, "-j", "link", "show", "dev", "v0"], capture_output=True, text=True)
+    live = subprocess.run(["ip", "-n", NS, "-j", "link", "show", "dev", "v0"], capture_output=True, text=True,
+                          check=True)
     assert json.loads(live.stdout)[0]["mtu"] == 9000
     assert run_in_ns(tmp_path, "link_mtu", args)["changed"] is False
     too_big = run_in_ns(tmp_path, "link_mtu", {"interfaces": [{"name": "nope0", "mtu": 9000}], "persist": "none"})
