@@ -196,3 +196,15 @@ def test_up_refuses_bad_arguments() -> None:
         LabConfig(name="bad;name").validate()
     with pytest.raises(LabError, match="size"):
         LabConfig(name="dpx", nvme_size="lots").validate()
+
+
+def test_lab_spec_validates_and_plans_every_node(lab: LabHandle) -> None:
+    inv = lab.state["inventory_dir"]
+    proc = subprocess.run([os.path.join(VENV_BIN, "datapath"), "validate", inv], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    plan = json.loads(subprocess.run([os.path.join(VENV_BIN, "datapath"), "plan", inv, "--host", "node2"],
+                                     capture_output=True, text=True, check=True).stdout)
+    assert plan["storage"]["devices"] == [lab.state["nodes"]["node2"]["nvme"]]
+    assert {i["name"]: i["mtu"] for i in plan["interfaces"]} == {"eno1": 1500, "ens1f0np0": 9000}
+    assert plan["qos"][0]["roce_tos"] == 106
