@@ -1,0 +1,192 @@
+# Copyright: aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes manifests for the node-local NVMe caches: filter ``local_volume_manifests``.
+
+Controller side. From the plan of every host (``datapath_plan``) it builds one StorageClass
+per local volume class (no provisioner, WaitForFirstConsumer), one PersistentVolume per host
+with node affinity to that host, and/or the ConfigMap of the local static provisioner.
+Documentation: local_volume_manifests.yml next to this file.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+from ansible.errors import AnsibleFilterError
+
+KINDS = ("storageclass", "pv", "configmap")
+MANAGED_BY = {"app.kubernetes.io/managed-by": "aiinfra.datapath"}
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+
+
+def _dns_name(text: str) -> str:
+    """A DNS subdomain (object name) from free text: lowercase, other characters -> '-'."""
+    name = re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.")
+    name = re.sub(r"-{2,}", "-", name)
+    return name[:253].rstrip("-.")
+
+
+def _get(mapping: Any, key: str, default: Any = None) -> Any:
+    try:
+        value = mapping[key]
+    except (KeyError, TypeError):
+        return default
+    return default if value is None else value
+
+
+def _quantity(value: Any, host: str) -> str:
+    if isinstance(value, bool):
+        raise AnsibleFilterError(f"local_volume_manifests: capacity of {host} must be bytes or a quantity")
+    if isinstance(value, int):
+        if value < 1024 * 1024:
+            raise AnsibleFilterError(f"local_volume_manifests: capacity of {host} is {value} bytes, too small")
+        return f"{value // (1024 * 1024)}Mi"  # rounded down: never promise more than is there
+    text = str(value).strip()
+    if text.isdigit():
+        return _quantity(int(text), host)
+    if not _QUANTITY.match(text):
+        raise AnsibleFilterError(
+            f"local_volume_manifests: capacity {text!r} of {host} is not a Kubernetes quantity (e.g. 3500Gi)")
+    return text
+
+
+def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str) -> dict[str, Any] | None:
+    plan = _get(hv, "k8s_node_manifests_plan") or _get(hv, "datapath_plan")
+    if plan is None:
+        raise AnsibleFilterError(
+            f"local_volume_manifests: {host} has no datapath_plan (compute it with aiinfra.datapath.node_plan)")
+    storage = _get(plan, "storage")
+    if not storage:
+        return None
+    k8s = _get(plan, "k8s", {})
+    node = {
+        "host": host,
+        "node_name": str(_get(hv, "k8s_node_name", host)),
+        "class": str(_get(k8s, "local_volume_class", default_class)),
+        "path": str(storage["mount"]["path"]).rstrip("/"),
+        "fstype": str(_get(_get(storage, "filesystem", {}), "type", "xfs")),
+        "capacity": None,
+    }
+    if "pv" in kinds:
+        capacity = _get(hv, "k8s_node_pv_capacity")
+        if capacity is None:
+            capacity = _get(_get(_get(hv, "k8s_node_result", {}), "cache", {}), "size_bytes")
+        if capacity is None:
+            raise AnsibleFilterError(
+                f"local_volume_manifests: the capacity of {host}'s cache at {node['path']} is unknown: run the "
+                "aiinfra.datapath.k8s_node role on it first (it measures the mounted filesystem) or set "
+                "k8s_node_pv_capacity for it (e.g. 3500Gi)")
+        node["capacity"] = _quantity(capacity, host)
+    return node
+
+
+def local_volume_manifests(hosts: Any, hostvars: Any, kinds: Any = ("storageclass", "pv"),
+                           default_class: str = "local-nvme", namespace: str = "kube-system",
+                           configmap_name: str = "local-provisioner-config",
+                           reclaim_policy: str = "Retain") -> list[dict[str, Any]]:
+    """[{file, kind, name, object}] sorted by file name; one Kubernetes object per entry."""
+    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Sequence):
+        raise AnsibleFilterError("local_volume_manifests: input must be a list of hosts (ansible_play_hosts)")
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown or not kinds:
+        raise AnsibleFilterError(f"local_volume_manifests: kinds must be among {', '.join(KINDS)}, got {kinds}")
+    if reclaim_policy not in ("Retain", "Delete"):
+        raise AnsibleFilterError("local_volume_manifests: reclaim_policy must be Retain or Delete")
+    nodes = []
+    for host in sorted(str(h) for h in hosts):
+        node = _node(host, hostvars[host], kinds, default_class)
+        if node is not None:
+            nodes.append(node)
+
+    out: list[dict[str, Any]] = []
+    classes: dict[str, list[dict[str, Any]]] = {}
+    for node in nodes:
+        if not node["class"] or _dns_name(node["class"]) != node["class"]:
+            raise AnsibleFilterError(
+                f"local_volume_manifests: local_volume_class {node['class']!r} of {node['host']} is not a DNS name")
+        classes.setdefault(node["class"], []).append(node)
+
+    if "storageclass" in kinds:
+        for cls in sorted(classes):
+            out.append(_entry("StorageClass", cls, {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": cls, "labels": dict(MANAGED_BY)},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "reclaimPolicy": reclaim_policy,
+            }))
+
+    if "pv" in kinds:
+        seen: dict[str, str] = {}
+        for node in nodes:
+            name = _dns_name(f"{node['class']}-{node['node_name']}")
+            if name in seen:
+                raise AnsibleFilterError(
+                    f"local_volume_manifests: {node['host']} and {seen[name]} give the same PersistentVolume "
+                    f"name {name}; set distinct k8s_node_name values")
+            seen[name] = node["host"]
+            out.append(_entry("PersistentVolume", name, {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+                "spec": {
+                    "capacity": {"storage": node["capacity"]},
+                    "volumeMode": "Filesystem",
+                    "accessModes": ["ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": reclaim_policy,
+                    "storageClassName": node["class"],
+                    "local": {"path": node["path"]},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node["node_name"]]},
+                    ]}]}},
+                },
+            }))
+
+    if "configmap" in kinds and classes:
+        # The provisioner discovers mount points *below* hostDir: the cache's parent directory.
+        class_map: dict[str, dict[str, Any]] = {}
+        owners: dict[str, str] = {}
+        for cls, members in sorted(classes.items()):
+            dirs = sorted({posixpath.dirname(n["path"]) for n in members})
+            if len(dirs) != 1:
+                raise AnsibleFilterError(
+                    f"local_volume_manifests: class {cls} has caches below different directories {dirs}; "
+                    "the local static provisioner needs one discovery directory per class")
+            if dirs[0] in owners:
+                raise AnsibleFilterError(
+                    f"local_volume_manifests: classes {owners[dirs[0]]} and {cls} share the discovery directory "
+                    f"{dirs[0]}")
+            owners[dirs[0]] = cls
+            fstypes = sorted({n["fstype"] for n in members})
+            class_map[cls] = {"hostDir": dirs[0], "mountDir": dirs[0], "volumeMode": "Filesystem",
+                              "fsType": fstypes[0] if len(fstypes) == 1 else "",
+                              "namePattern": posixpath.basename(members[0]["path"])
+                              if len({posixpath.basename(n["path"]) for n in members}) == 1 else "*"}
+        out.append(_entry("ConfigMap", configmap_name, {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": configmap_name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+            "data": {
+                "nodeLabelsForPV": "- kubernetes.io/hostname\n",
+                "storageClassMap": yaml.safe_dump(class_map, default_flow_style=False, sort_keys=True),
+            },
+        }))
+    return sorted(out, key=lambda e: e["file"])
+
+
+def _entry(kind: str, name: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    prefix = {"StorageClass": "storageclass", "PersistentVolume": "persistentvolume", "ConfigMap": "configmap"}[kind]
+    return {"file": f"{prefix}-{name}.yaml", "kind": kind, "name": name, "object": dict(obj)}
+
+
+class FilterModule:
+    """aiinfra.datapath Kubernetes filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"local_volume_manifests": local_volume_manifests}

@@ -1,0 +1,262 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Backend of ``nfd_labels``: node-feature-discovery labels from the plan and live facts.
+
+``read()`` collects the facts (cache mount and size, HugePage pools, live MTU per fabric)
+below a configurable root, ``plan()`` turns plan labels plus facts into the features file
+content, ``apply()`` writes it atomically (dot-file in the same directory, then rename: NFD
+skips dot-files, so it never reads a half-written file).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
+
+DEFAULT_FEATURES_FILE = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
+HEADER = "# Written by aiinfra.datapath (nfd_labels). Do not edit: changes are overwritten.\n"
+HUGEPAGES_RECORD = "# hugepages:"
+
+# Kubernetes label syntax (k8s.io/apimachinery validation: IsQualifiedName, IsValidLabelValue).
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Decimal units for the size class: disks are sold in them (3.84 TB -> "4T").
+_SIZE_UNITS = (("P", 10 ** 15), ("T", 10 ** 12), ("G", 10 ** 9), ("M", 10 ** 6))
+
+
+class LabelError(Exception):
+    pass
+
+
+def label_key_error(key):
+    """Why ``key`` is not a valid Kubernetes label key, or None."""
+    if not isinstance(key, str) or not key:
+        return "empty label key"
+    prefix, slash, name = key.rpartition("/")
+    if slash:
+        if not prefix:
+            return "label key %r has an empty prefix" % key
+        if len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
+            return ("label key %r: prefix %r must be a lowercase DNS subdomain of at most 253 "
+                    "characters" % (key, prefix))
+    if not name or len(name) > 63 or not _NAME.match(name):
+        return ("label key %r: name %r must be 1-63 characters [A-Za-z0-9-_.], starting and "
+                "ending alphanumeric" % (key, name))
+    return None
+
+
+def label_value_error(key, value):
+    """Why ``value`` is not a valid Kubernetes label value, or None."""
+    if value == "":
+        return None
+    if len(value) > 63 or not _NAME.match(value):
+        return ("label %s: value %r must be at most 63 characters [A-Za-z0-9-_.], starting and "
+                "ending alphanumeric" % (key, value))
+    return None
+
+
+def label_text(value):
+    """Plan values may arrive as YAML booleans or numbers; labels are strings."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return str(value)
+
+
+def size_class(size_bytes):
+    """Round a size to the nearest whole decimal unit: 3.84e12 -> ``4T``, 960e9 -> ``960G``."""
+    for unit, factor in _SIZE_UNITS:
+        if size_bytes >= factor:
+            return "%d%s" % (int(round(float(size_bytes) / factor)), unit)
+    return "%dK" % max(1, int(round(size_bytes / 1000.0)))
+
+
+def page_size_name(kib):
+    """HugePage size as Kubernetes names the resource: 2048 -> ``2Mi``, 1048576 -> ``1Gi``."""
+    if kib % (1024 * 1024) == 0:
+        return "%dGi" % (kib // (1024 * 1024))
+    if kib % 1024 == 0:
+        return "%dMi" % (kib // 1024)
+    return "%dKi" % kib
+
+
+def parse_mountinfo(text):
+    """``/proc/self/mountinfo`` -> {mount point: source}."""
+    mounts = {}
+    for line in (text or "").splitlines():
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if sep and len(fields) >= 5 and len(tail) >= 2:
+            target = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            mounts[target] = tail[1]
+    return mounts
+
+
+def hugepages_record(pools):
+    return "%s %s" % (HUGEPAGES_RECORD, " ".join("%s=%d" % (k, pools[k]) for k in sorted(pools)) or "none")
+
+
+def recorded_hugepages(content):
+    for line in (content or "").splitlines():
+        if line.startswith(HUGEPAGES_RECORD):
+            return line
+    return None
+
+
+class NfdLabels(object):
+    """One features file: read the facts, plan the content, write it."""
+
+    def __init__(self, params, host):
+        self.params = params
+        self.host = host
+        self.prefix = params["prefix"]
+        self.path = params["path"]
+        self.facts = {}
+        self.labels = {}
+        self.warnings = []
+        self.before = None
+        self.after = None
+
+    # ------------------------------------------------------------------ facts
+    def read(self):
+        self.before = self.host.read_raw(self.path)
+        self.facts = dict(cache=self._cache(), hugepages=self._hugepages(), fabrics=self._fabrics())
+
+    def _cache(self):
+        path = self.params["cache_mount"]
+        if not path:
+            return None
+        path = path.rstrip("/") or "/"
+        mounts = parse_mountinfo(self.host.read_raw("/proc/self/mountinfo"))
+        mounted = path in mounts
+        size = None
+        if mounted:
+            st = os.statvfs(self.host.path(path))
+            size = st.f_blocks * st.f_frsize
+        return dict(path=path, mounted=mounted, source=mounts.get(path), size_bytes=size,
+                    size_class=size_class(size) if size else None)
+
+    def _hugepages(self):
+        if not self.params["hugepages"]:
+            return {}
+        pools = {}
+        base = "/sys/kernel/mm/hugepages"
+        for entry in self.host.listdir(base):
+            match = re.match(r"^hugepages-(\d+)kB$", entry)
+            if not match:
+                continue
+            count = self.host.read("%s/%s/nr_hugepages" % (base, entry), default="0")
+            pools[page_size_name(int(match.group(1)))] = int(count or 0)
+        return pools
+
+    def _fabrics(self):
+        roce = set(q.get("fabric") for q in self.params["qos"] if q.get("fabric"))
+        ready = self.params["roce_ready"] or {}
+        fabrics = {}
+        for iface in self.params["interfaces"]:
+            name = iface.get("fabric")
+            if not name:
+                continue
+            fabric = fabrics.setdefault(name, dict(mtu=None, interfaces=[], roce=name in roce,
+                                                   roce_ready=None))
+            mtu = iface.get("mtu")
+            live = None
+            if iface.get("name"):
+                fabric["interfaces"].append(iface["name"])
+                live = self.host.read("/sys/class/net/%s/mtu" % iface["name"], default="")
+            # The live MTU when the interface is there (what the node really carries), else
+            # the plan's; the smallest across the fabric's interfaces is what a job can use.
+            value = int(live) if live else (int(mtu) if mtu is not None else None)
+            if value is not None and (fabric["mtu"] is None or value < fabric["mtu"]):
+                fabric["mtu"] = value
+        for name in roce:
+            fabrics.setdefault(name, dict(mtu=None, interfaces=[], roce=True, roce_ready=None))
+        for name, value in ready.items():
+            if name not in fabrics:
+                self.warnings.append("roce_ready names fabric %r that has no interface on this node" % name)
+                continue
+            fabrics[name]["roce_ready"] = bool(value)
+        return fabrics
+
+    # ------------------------------------------------------------------ plan
+    def plan(self):
+        errors = []
+        labels = {}
+        for key, value in sorted((self.params["labels"] or {}).items()):
+            labels[str(key)] = label_text(value)
+        derived = self._derived()
+        for key, value in sorted(derived.items()):
+            if key in labels and labels[key] != value:
+                self.warnings.append("label %s: the plan says %r, the node says %r; using the node's"
+                                     % (key, labels[key], value))
+            labels[key] = value
+        for key, value in sorted(labels.items()):
+            error = label_key_error(key) or label_value_error(key, value)
+            if error:
+                errors.append(error)
+        if errors:
+            raise LabelError("; ".join(errors))
+        self.labels = labels
+        lines = [HEADER]
+        if self.params["hugepages"]:
+            lines.append(hugepages_record(self.facts["hugepages"]) + "\n")
+        for key in sorted(labels):
+            lines.append("%s=%s\n" % (key, labels[key]))
+        self.after = "".join(lines) if self.params["state"] == "present" else None
+        content_size = len((self.after or "").encode("utf-8"))
+        if content_size > 65536:
+            # NFD ignores feature files larger than 64 kB.
+            raise LabelError("features file would be %d bytes; node-feature-discovery ignores files "
+                             "over 64 kB" % content_size)
+
+    def _derived(self):
+        prefix = self.prefix
+        out = {}
+        cache = self.facts["cache"]
+        if cache is not None:
+            out["%s/nvme-cache" % prefix] = "true" if cache["mounted"] else "false"
+            if cache["mounted"]:
+                out["%s/nvme-cache-size" % prefix] = cache["size_class"]
+        for size, count in sorted(self.facts["hugepages"].items()):
+            if count > 0:
+                out["%s/hugepages-%s" % (prefix, size)] = "true"
+        roce_states = []
+        for name, fabric in sorted(self.facts["fabrics"].items()):
+            if fabric["mtu"] is not None:
+                out["%s/fabric-%s-mtu" % (prefix, name)] = str(fabric["mtu"])
+            if fabric["roce"] and fabric["roce_ready"] is not None:
+                out["%s/fabric-%s-roce-ready" % (prefix, name)] = "true" if fabric["roce_ready"] else "false"
+                roce_states.append(fabric["roce_ready"])
+        if roce_states:
+            out["%s/roce-ready" % prefix] = "true" if all(roce_states) else "false"
+        return out
+
+    @property
+    def changed(self):
+        return self.before != self.after
+
+    @property
+    def hugepages_changed(self):
+        """True when the HugePage pools differ from the ones recorded in the previous file:
+        kubelet reads HugePage capacity only at start (kubernetes#81774)."""
+        if not self.params["hugepages"] or self.after is None:
+            return False
+        previous = recorded_hugepages(self.before)
+        if previous is None:
+            return any(count > 0 for count in self.facts["hugepages"].values())
+        return previous != hugepages_record(self.facts["hugepages"])
+
+    # ------------------------------------------------------------------ apply
+    def apply(self):
+        target = self.host.path(self.path)
+        if self.after is None:
+            if self.before is not None:
+                os.unlink(target)
+            return
+        atomic_write(target, self.after, mode=0o644)

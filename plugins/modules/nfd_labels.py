@@ -1,0 +1,231 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: nfd_labels
+short_description: Write node-feature-discovery labels for the node's data path (features.d)
+version_added: 0.1.0
+description:
+  - Computes Kubernetes node labels from the plan's C(k8s.labels) plus live facts of the
+    node and writes them to one node-feature-discovery (NFD) local feature file, so that
+    NFD publishes them as node labels.
+  - "Derived labels (with O(prefix) C(aiinfra.io)): C(aiinfra.io/nvme-cache=true|false)
+    (O(cache_mount) mounted or not), C(aiinfra.io/nvme-cache-size=4T) (filesystem size
+    rounded to a whole decimal unit, so a 3.84 TB disk is C(4T)),
+    C(aiinfra.io/hugepages-2Mi=true) per HugePage size with a non-zero pool,
+    C(aiinfra.io/fabric-<fabric>-mtu=9000) per fabric (the smallest live MTU of the
+    fabric's interfaces, else the plan's), C(aiinfra.io/fabric-<fabric>-roce-ready=true|false)
+    and C(aiinfra.io/roce-ready) for RoCE fabrics named in O(roce_ready)."
+  - A derived label wins over a plan label of the same key (with a warning); the node's
+    state is the truth.
+  - Every key and value is checked against the Kubernetes label syntax (name and value at
+    most 63 characters, prefix a DNS subdomain) before anything is written.
+  - The file is written atomically (a dot-file in the same directory, then rename; NFD
+    skips dot-files) and only when its content differs.
+  - The file also records the HugePage pools in a comment line;
+    RV(hugepages_changed) says when they differ from the last run, which is when kubelet
+    must be restarted to publish the new capacity (it reads it only at start,
+    kubernetes#81774).
+author:
+  - aiinfra.datapath contributors (@aiinfra)
+attributes:
+  check_mode:
+    support: full
+    description: Reads the facts, computes the file and reports the change without writing.
+  diff_mode:
+    support: full
+    description: Shows the features file before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Any Linux node; the labels are read by node-feature-discovery's local source.
+options:
+  labels:
+    description: Static labels from the plan (C(k8s.labels)); values may be strings, numbers or booleans.
+    type: dict
+    default: {}
+  cache_mount:
+    description:
+      - Mount point of the local NVMe cache (the plan's C(storage.mount.path)); null when the
+        node has no cache, then no cache labels are written.
+    type: path
+  hugepages:
+    description: Add a label per HugePage size whose pool is not empty.
+    type: bool
+    default: true
+  interfaces:
+    description:
+      - The plan's C(interfaces) list, unchanged; C(fabric), C(name) and C(mtu) are used.
+    type: list
+    elements: dict
+    default: []
+  qos:
+    description:
+      - The plan's C(qos) list, unchanged; its C(fabric) values name the RoCE fabrics.
+    type: list
+    elements: dict
+    default: []
+  roce_ready:
+    description:
+      - Fabric name to readiness, from the RoCE QoS results of the run (for example true when
+        C(aiinfra.datapath.roce_qos) succeeded and PFC is on). Fabrics not named get no
+        readiness label.
+    type: dict
+    default: {}
+  prefix:
+    description: Label prefix of the derived labels (a DNS subdomain).
+    type: str
+    default: aiinfra.io
+  path:
+    description: The features file. NFD reads every non-dot file in C(features.d).
+    type: path
+    default: /etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath
+  state:
+    description: C(absent) removes the file.
+    type: str
+    choices: [present, absent]
+    default: present
+  root:
+    description:
+      - For tests. Directory that O(path), C(/proc), C(/sys) and O(cache_mount) resolve below.
+    type: path
+    default: /
+notes:
+  - NFD ignores feature files over 64 kB; the module refuses to write one.
+seealso:
+  - name: node-feature-discovery local source
+    description: The features.d file format.
+    link: https://kubernetes-sigs.github.io/node-feature-discovery/stable/usage/customization-guide.html#local-feature-source
+"""
+
+EXAMPLES = r"""
+- name: Publish the node's data-path labels through node-feature-discovery
+  aiinfra.datapath.nfd_labels:
+    labels: "{{ datapath_plan['k8s']['labels'] }}"
+    cache_mount: "{{ datapath_plan['storage']['mount']['path'] if datapath_plan['storage'] else none }}"
+    interfaces: "{{ datapath_plan['interfaces'] }}"
+    qos: "{{ datapath_plan['qos'] }}"
+    roce_ready: {rail0: true, rail1: true}
+  register: nfd
+
+- name: Remove the labels file
+  aiinfra.datapath.nfd_labels:
+    state: absent
+"""
+
+RETURN = r"""
+labels:
+  description: The labels written (or that would be written), by key.
+  returned: always
+  type: dict
+  sample:
+    aiinfra.io/nvme-cache: "true"
+    aiinfra.io/nvme-cache-size: 4T
+    aiinfra.io/hugepages-2Mi: "true"
+    aiinfra.io/fabric-rail0-mtu: "9000"
+path:
+  description: The features file.
+  returned: always
+  type: str
+  sample: /etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath
+content:
+  description: The file content written (null with O(state=absent)).
+  returned: always
+  type: str
+cache:
+  description: The cache facts; null without O(cache_mount).
+  returned: always
+  type: dict
+  sample: {path: /mnt/model-cache, mounted: true, source: /dev/nvme1n1p1, size_bytes: 3840000000000, size_class: 4T}
+hugepages:
+  description: HugePage pool sizes (pages) by Kubernetes size name.
+  returned: always
+  type: dict
+  sample: {2Mi: 1024, 1Gi: 0}
+fabrics:
+  description: Per fabric the MTU used for the label, its interfaces, whether it is RoCE and ready.
+  returned: always
+  type: dict
+  sample: {rail0: {mtu: 9000, interfaces: [ens1f0np0], roce: true, roce_ready: true}}
+hugepages_changed:
+  description: True when the HugePage pools differ from those recorded by the previous run (restart kubelet).
+  returned: always
+  type: bool
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import (
+    DEFAULT_FEATURES_FILE,
+    LabelError,
+    NfdLabels,
+    label_key_error,
+)
+
+
+def argument_spec():
+    return dict(
+        labels=dict(type="dict", default={}),
+        cache_mount=dict(type="path"),
+        hugepages=dict(type="bool", default=True),
+        interfaces=dict(type="list", elements="dict", default=[]),
+        qos=dict(type="list", elements="dict", default=[]),
+        roce_ready=dict(type="dict", default={}),
+        prefix=dict(type="str", default="aiinfra.io"),
+        path=dict(type="path", default=DEFAULT_FEATURES_FILE),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        root=dict(type="path", default="/"),
+    )
+
+
+def run(module):
+    params = module.params
+    if not params["path"].startswith("/"):
+        raise LabelError("path must be absolute, got %r" % params["path"])
+    if label_key_error(params["prefix"] + "/x"):
+        raise LabelError("prefix %r is not a DNS subdomain" % params["prefix"])
+    backend = NfdLabels(params, HostRoot(params["root"]))
+    backend.read()
+    backend.plan()
+    changed = backend.changed
+    if changed and not module.check_mode:
+        backend.apply()
+    for warning in backend.warnings:
+        module.warn(warning)
+    result = dict(
+        changed=changed,
+        labels=backend.labels,
+        path=params["path"],
+        content=backend.after,
+        cache=backend.facts["cache"],
+        hugepages=backend.facts["hugepages"],
+        fabrics=backend.facts["fabrics"],
+        hugepages_changed=backend.hugepages_changed,
+    )
+    if module._diff:
+        result["diff"] = dict(before=backend.before or "", after=backend.after or "",
+                              before_header=params["path"], after_header=params["path"])
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    try:
+        result = run(module)
+    except LabelError as exc:
+        module.fail_json(msg="nfd_labels: %s" % exc)
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="nfd_labels: %s" % exc)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""local_volume_manifests: Kubernetes objects by structure (no cluster needed)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.aiinfra.datapath.plugins.filter.k8s import FilterModule, local_volume_manifests
+
+STORAGE = {"devices": ["/dev/nvme1n1"], "select": None, "raid": None,
+           "filesystem": {"type": "xfs", "label": "model-cache"},
+           "mount": {"path": "/mnt/model-cache", "options": ["noatime"]},
+           "directories": [], "reserve_bytes": 0, "wipe_serials": []}
+
+
+def hv(storage: Any = "default", cls: str | None = "local-nvme", **extra: Any) -> dict[str, Any]:
+    plan = {"storage": copy.deepcopy(STORAGE if storage == "default" else storage),
+            "k8s": {"labels": {}, "local_volume_class": cls}}
+    return {"datapath_plan": plan, **extra}
+
+
+def test_storageclass_and_pv_per_host() -> None:
+    hostvars = {
+        "gpu-01": hv(k8s_node_result={"cache": {"size_bytes": 3840000000000}}),
+        "gpu-02": hv(k8s_node_pv_capacity="3500Gi", k8s_node_name="gpu-02.example.org"),
+        "cpu-01": hv(storage=None),
+    }
+    out = local_volume_manifests(["gpu-02", "gpu-01", "cpu-01"], hostvars)
+    assert [e["file"] for e in out] == ["persistentvolume-local-nvme-gpu-01.yaml",
+                                        "persistentvolume-local-nvme-gpu-02.example.org.yaml",
+                                        "storageclass-local-nvme.yaml"]
+    sc = out[2]["object"]
+    assert sc["apiVersion"] == "storage.k8s.io/v1" and sc["kind"] == "StorageClass"
+    assert sc["provisioner"] == "kubernetes.io/no-provisioner"
+    assert sc["volumeBindingMode"] == "WaitForFirstConsumer"
+    pv1, pv2 = out[0]["object"], out[1]["object"]
+    for pv, node in ((pv1, "gpu-01"), (pv2, "gpu-02.example.org")):
+        assert pv["apiVersion"] == "v1" and pv["kind"] == "PersistentVolume"
+        spec = pv["spec"]
+        assert spec["local"] == {"path": "/mnt/model-cache"}
+        assert spec["storageClassName"] == "local-nvme"
+        assert spec["volumeMode"] == "Filesystem" and spec["accessModes"] == ["ReadWriteOnce"]
+        terms = spec["nodeAffinity"]["required"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                                "values": [node]}]}]
+    assert pv1["spec"]["capacity"] == {"storage": "3662109Mi"}
+    assert pv2["spec"]["capacity"] == {"storage": "3500Gi"}
+    # Every object survives a YAML round trip unchanged.
+    for entry in out:
+        assert yaml.safe_load(yaml.safe_dump(entry["object"])) == entry["object"]
+
+
+def test_configmap_for_the_static_provisioner() -> None:
+    hostvars = {"a": hv(), "b": hv()}
+    out = local_volume_manifests(["a", "b"], hostvars, ["storageclass", "configmap"])
+    assert [e["kind"] for e in out] == ["ConfigMap", "StorageClass"]
+    cm = out[0]["object"]
+    assert cm["metadata"] == {"name": "local-provisioner-config", "namespace": "kube-system",
+                              "labels": {"app.kubernetes.io/managed-by": "aiinfra.datapath"}}
+    assert yaml.safe_load(cm["data"]["nodeLabelsForPV"]) == ["kubernetes.io/hostname"]
+    assert yaml.safe_load(cm["data"]["storageClassMap"]) == {"local-nvme": {
+        "hostDir": "/mnt", "mountDir": "/mnt", "volumeMode": "Filesystem", "fsType": "xfs",
+        "namePattern": "model-cache"}}
+
+
+def test_all_three_kinds_and_default_class() -> None:
+    out = local_volume_manifests(["a"], {"a": hv(cls=None, k8s_node_pv_capacity=2 * 1024 ** 3)},
+                                 ["storageclass", "pv", "configmap"], default_class="fast")
+    assert sorted(e["file"] for e in out) == ["configmap-local-provisioner-config.yaml",
+                                              "persistentvolume-fast-a.yaml", "storageclass-fast.yaml"]
+    assert next(e for e in out if e["kind"] == "PersistentVolume")["object"]["spec"]["capacity"]["storage"] == "2048Mi"
+
+
+def test_unknown_capacity_names_the_host() -> None:
+    with pytest.raises(AnsibleFilterError, match="gpu-07.*k8s_node_pv_capacity"):
+        local_volume_manifests(["gpu-07"], {"gpu-07": hv()})
+
+
+def test_errors() -> None:
+    with pytest.raises(AnsibleFilterError, match="datapath_plan"):
+        local_volume_manifests(["a"], {"a": {}})
+    with pytest.raises(AnsibleFilterError, match="kinds"):
+        local_volume_manifests(["a"], {"a": hv()}, ["deployment"])
+    with pytest.raises(AnsibleFilterError, match="quantity"):
+        local_volume_manifests(["a"], {"a": hv(k8s_node_pv_capacity="lots")})
+    with pytest.raises(AnsibleFilterError, match="not a DNS name"):
+        local_volume_manifests(["a"], {"a": hv(cls="Local_NVMe", k8s_node_pv_capacity="1Gi")})
+    other = dict(STORAGE, mount={"path": "/data/cache", "options": []})
+    with pytest.raises(AnsibleFilterError, match="different directories"):
+        local_volume_manifests(["a", "b"], {"a": hv(), "b": hv(storage=other)}, ["configmap"])
+    with pytest.raises(AnsibleFilterError, match="same PersistentVolume"):
+        local_volume_manifests(["a", "b"], {"a": hv(k8s_node_name="n", k8s_node_pv_capacity="1Gi"),
+                                            "b": hv(k8s_node_name="n", k8s_node_pv_capacity="1Gi")})
+
+
+def test_registered() -> None:
+    assert FilterModule().filters()["local_volume_manifests"] is local_volume_manifests

@@ -1,0 +1,218 @@
+"""nfd_labels against a temporary /proc, /sys and /etc tree (``root``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _nfd_labels as backend
+from ansible_collections.aiinfra.datapath.plugins.modules import nfd_labels
+
+FEATURES = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
+
+
+def make_root(tmp_path: Path, pools: dict[int, int] | None = None, mounted: bool = True,
+              mtus: dict[str, int] | None = None) -> Path:
+    root = tmp_path / "root"
+    (root / "proc/self").mkdir(parents=True)
+    (root / "mnt/model-cache").mkdir(parents=True)
+    lines = ["22 1 0:21 / / rw,relatime shared:1 - overlay overlay rw"]
+    if mounted:
+        lines.append("40 22 7:3 / /mnt/model-cache rw,noatime shared:20 - xfs /dev/loop3p1 rw,attr2")
+    (root / "proc/self/mountinfo").write_text("\n".join(lines) + "\n")
+    for kib, count in (pools if pools is not None else {2048: 0, 1048576: 0}).items():
+        pool = root / f"sys/kernel/mm/hugepages/hugepages-{kib}kB"
+        pool.mkdir(parents=True)
+        (pool / "nr_hugepages").write_text(f"{count}\n")
+    for name, mtu in (mtus or {}).items():
+        nic = root / f"sys/class/net/{name}"
+        nic.mkdir(parents=True)
+        (nic / "mtu").write_text(f"{mtu}\n")
+    return root
+
+
+def args(root: Path, **extra: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"root": str(root), "labels": {"aiinfra.io/team": "inference"},
+                            "cache_mount": "/mnt/model-cache"}
+    base.update(extra)
+    return base
+
+
+def features(root: Path) -> str:
+    return (root / FEATURES.lstrip("/")).read_text()
+
+
+def test_size_class_rounds_to_decimal_units() -> None:
+    assert backend.size_class(3840755982336) == "4T"
+    assert backend.size_class(7680000000000) == "8T"
+    assert backend.size_class(960197124096) == "960G"
+    assert backend.size_class(1063256064) == "1G"
+    assert backend.size_class(505413632) == "505M"
+
+
+def test_page_size_names_follow_kubernetes() -> None:
+    assert backend.page_size_name(2048) == "2Mi"
+    assert backend.page_size_name(1048576) == "1Gi"
+    assert backend.page_size_name(64) == "64Ki"
+
+
+@pytest.mark.parametrize("key", ["aiinfra.io/ok", "ok", "a.b-c/x_y.z", "x" * 63])
+def test_valid_label_keys(key: str) -> None:
+    assert backend.label_key_error(key) is None
+
+
+@pytest.mark.parametrize("key", ["", "/x", "Upper.io/x", "a/" + "x" * 64, "a/-x", "a/x-", "a/b/c", "a b/x"])
+def test_invalid_label_keys(key: str) -> None:
+    assert backend.label_key_error(key) is not None
+
+
+def test_label_values() -> None:
+    assert backend.label_value_error("k", "") is None
+    assert backend.label_value_error("k", "4T") is None
+    assert backend.label_value_error("k", "x" * 63) is None
+    assert "63" in backend.label_value_error("k", "x" * 64)
+    assert backend.label_value_error("k", "a b") is not None
+    assert backend.label_value_error("k", "-a") is not None
+
+
+def test_writes_exact_file_with_derived_labels(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path, pools={2048: 512, 1048576: 0}, mtus={"eno1": 1500, "ens1f0np0": 9000})
+    result = run_module(nfd_labels.main, args(
+        root,
+        interfaces=[{"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500},
+                    {"name": "ens1f0np0", "match": {"name": "ens1f0np0"}, "fabric": "rdma", "mtu": 9000}],
+        qos=[{"interface": "ens1f0np0", "fabric": "rdma"}],
+        roce_ready={"rdma": True}))
+    assert result["changed"] is True
+    st = os.statvfs(root / "mnt/model-cache")
+    size = backend.size_class(st.f_blocks * st.f_frsize)
+    assert features(root) == (
+        backend.HEADER
+        + "# hugepages: 1Gi=0 2Mi=512\n"
+        "aiinfra.io/fabric-mgmt-mtu=1500\n"
+        "aiinfra.io/fabric-rdma-mtu=9000\n"
+        "aiinfra.io/fabric-rdma-roce-ready=true\n"
+        "aiinfra.io/hugepages-2Mi=true\n"
+        "aiinfra.io/nvme-cache=true\n"
+        f"aiinfra.io/nvme-cache-size={size}\n"
+        "aiinfra.io/roce-ready=true\n"
+        "aiinfra.io/team=inference\n")
+    assert result["cache"]["mounted"] is True and result["cache"]["source"] == "/dev/loop3p1"
+    assert result["hugepages"] == {"2Mi": 512, "1Gi": 0}
+    assert result["hugepages_changed"] is True
+    assert oct((root / FEATURES.lstrip("/")).stat().st_mode & 0o777) == "0o644"
+    # No temporary dot-file is left behind.
+    assert os.listdir(root / os.path.dirname(FEATURES).lstrip("/")) == ["aiinfra-datapath"]
+
+    again = run_module(nfd_labels.main, args(
+        root,
+        interfaces=[{"name": "eno1", "fabric": "mgmt", "mtu": 1500},
+                    {"name": "ens1f0np0", "fabric": "rdma", "mtu": 9000}],
+        qos=[{"fabric": "rdma"}], roce_ready={"rdma": True}))
+    assert again["changed"] is False
+    assert again["hugepages_changed"] is False
+
+
+def test_live_mtu_wins_and_smallest_counts(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path, mtus={"ens1f0np0": 9000, "ens1f1np1": 4200})
+    result = run_module(nfd_labels.main, args(
+        root, interfaces=[{"name": "ens1f0np0", "fabric": "rail0", "mtu": 9000},
+                          {"name": "ens1f1np1", "fabric": "rail0", "mtu": 9000},
+                          {"name": None, "match": {"pci": "0000:1a:00.0"}, "fabric": "rail1", "mtu": 9000}]))
+    assert result["labels"]["aiinfra.io/fabric-rail0-mtu"] == "4200"
+    assert result["labels"]["aiinfra.io/fabric-rail1-mtu"] == "9000"
+
+
+def test_unmounted_cache_is_labelled_false_and_overrides_plan(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path, mounted=False)
+    result = run_module(nfd_labels.main, args(root, labels={"aiinfra.io/nvme-cache": True}))
+    assert result["labels"] == {"aiinfra.io/nvme-cache": "false"}
+    assert any("nvme-cache" in w for w in result["warnings"])
+
+
+def test_no_cache_no_pools_only_plan_labels(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(root, cache_mount=None, labels={"aiinfra.io/roce-rails": 2}))
+    assert result["labels"] == {"aiinfra.io/roce-rails": "2"}
+    assert result["hugepages_changed"] is False
+
+
+def test_check_mode_and_diff_touch_nothing(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(root), check_mode=True, diff=True)
+    assert result["changed"] is True
+    assert result["diff"]["before"] == ""
+    assert "aiinfra.io/team=inference\n" in result["diff"]["after"]
+    assert not (root / "etc").exists()
+
+
+def test_rewrites_changed_file_atomically(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    target = root / FEATURES.lstrip("/")
+    target.parent.mkdir(parents=True)
+    target.write_text("stale=1\n")
+    inode = target.stat().st_ino
+    result = run_module(nfd_labels.main, args(root), diff=True)
+    assert result["changed"] is True
+    assert result["diff"]["before"] == "stale=1\n"
+    assert "stale" not in features(root)
+    assert target.stat().st_ino != inode  # replaced by rename, not rewritten in place
+
+
+def test_hugepages_changed_follows_the_pools(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path, pools={2048: 0})
+    first = run_module(nfd_labels.main, args(root))
+    assert first["changed"] is True and first["hugepages_changed"] is False
+    (root / "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").write_text("64\n")
+    second = run_module(nfd_labels.main, args(root))
+    assert second["hugepages_changed"] is True
+    assert second["labels"]["aiinfra.io/hugepages-2Mi"] == "true"
+    (root / "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").write_text("128\n")
+    third = run_module(nfd_labels.main, args(root))
+    assert third["changed"] is True and third["hugepages_changed"] is True
+    assert run_module(nfd_labels.main, args(root))["hugepages_changed"] is False
+
+
+def test_invalid_labels_fail_before_writing(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(root, labels={"aiinfra.io/model": "x" * 64,
+                                                            "Bad Key": "1"}), expect_failure=True)
+    assert "aiinfra.io/model" in result["msg"] and "63" in result["msg"]
+    assert "Bad Key" in result["msg"]
+    assert not (root / "etc").exists()
+
+
+def test_invalid_fabric_name_is_named(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(root, interfaces=[{"name": None, "fabric": "rail 0", "mtu": 9000}]),
+                        expect_failure=True)
+    assert "fabric-rail 0-mtu" in result["msg"]
+
+
+def test_roce_ready_false_and_unknown_fabric(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(
+        root, interfaces=[{"name": None, "fabric": "rail0", "mtu": 9000},
+                          {"name": None, "fabric": "rail1", "mtu": 9000}],
+        qos=[{"fabric": "rail0"}, {"fabric": "rail1"}], roce_ready={"rail0": True, "rail1": False, "x": True}))
+    assert result["labels"]["aiinfra.io/fabric-rail0-roce-ready"] == "true"
+    assert result["labels"]["aiinfra.io/fabric-rail1-roce-ready"] == "false"
+    assert result["labels"]["aiinfra.io/roce-ready"] == "false"
+    assert any("'x'" in w for w in result["warnings"])
+
+
+def test_state_absent_removes_file(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    run_module(nfd_labels.main, args(root))
+    result = run_module(nfd_labels.main, args(root, state="absent"))
+    assert result["changed"] is True
+    assert not (root / FEATURES.lstrip("/")).exists()
+    assert run_module(nfd_labels.main, args(root, state="absent"))["changed"] is False
+
+
+def test_bad_prefix_and_relative_path(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    assert "prefix" in run_module(nfd_labels.main, args(root, prefix="Not_DNS"), expect_failure=True)["msg"]
+    assert "absolute" in run_module(nfd_labels.main, args(root, path="rel/file"), expect_failure=True)["msg"]
