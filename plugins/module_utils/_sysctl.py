@@ -34,16 +34,19 @@ SYSCTL_DIRS = (
 SYSCTL_CONF = "/etc/sysctl.conf"
 
 # net.* keys that live in the initial network namespace only (or are read-only copies in
-# child namespaces): writing them from a lab node changes the whole host.
+# child namespaces, or shared by all, like the neighbour table's gc_thresh): writing them from
+# a lab node changes the whole host. Kept equal to plugin_utils/spec/plan.py (a test checks).
 GLOBAL_NET_KEYS = frozenset((
-    "net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default",
-    "net.core.wmem_default", "net.core.netdev_max_backlog", "net.core.netdev_budget",
-    "net.core.netdev_budget_usecs", "net.core.dev_weight", "net.core.busy_poll",
-    "net.core.busy_read", "net.core.default_qdisc", "net.core.rps_sock_flow_entries",
-    "net.core.message_cost", "net.core.message_burst", "net.core.netdev_rss_key",
-    "net.core.bpf_jit_enable", "net.core.flow_limit_table_len",
-    "net.ipv4.tcp_mem", "net.ipv4.udp_mem", "net.netfilter.nf_conntrack_max",
-    "net.nf_conntrack_max", "net.unix.max_dgram_qlen_global",
+    "net.core.bpf_jit_enable", "net.core.busy_poll", "net.core.busy_read",
+    "net.core.default_qdisc", "net.core.dev_weight", "net.core.flow_limit_table_len",
+    "net.core.message_burst", "net.core.message_cost", "net.core.netdev_budget",
+    "net.core.netdev_budget_usecs", "net.core.netdev_max_backlog", "net.core.netdev_rss_key",
+    "net.core.rmem_default", "net.core.rmem_max", "net.core.rps_sock_flow_entries",
+    "net.core.wmem_default", "net.core.wmem_max", "net.ipv4.neigh.default.gc_thresh1",
+    "net.ipv4.neigh.default.gc_thresh2", "net.ipv4.neigh.default.gc_thresh3", "net.ipv4.tcp_mem",
+    "net.ipv4.udp_mem", "net.ipv6.neigh.default.gc_thresh1", "net.ipv6.neigh.default.gc_thresh2",
+    "net.ipv6.neigh.default.gc_thresh3", "net.netfilter.nf_conntrack_max", "net.nf_conntrack_max",
+    "net.unix.max_dgram_qlen_global",
 ))
 
 MANAGED_HEADER = (

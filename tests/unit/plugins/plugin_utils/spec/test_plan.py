@@ -223,3 +223,11 @@ def test_invalid_spec_raises_with_all_errors() -> None:
     with pytest.raises(SpecValidationError) as info:
         node_plan(spec, "h", [])
     assert len(info.value.errors) == 2
+
+
+def test_global_net_keys_agree_with_the_sysctl_module() -> None:
+    """The plan's scope and the module's scope come from the same list of global net.* keys."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils import _sysctl
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import plan as spec_plan
+
+    assert spec_plan.GLOBAL_NET_KEYS == _sysctl.GLOBAL_NET_KEYS
