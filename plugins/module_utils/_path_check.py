@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Path MTU checks with don't-fragment pings (stdlib only).
+
+A probe of size MTU sends ``ping -M do -s MTU-28`` (IPv4; MTU-48 for IPv6) bound to the
+fabric's interface. A switch port with a smaller MTU drops the frame silently, so such a
+probe shows as 100% loss; a local interface with a smaller MTU gives ``local error: message
+too long, mtu=N``, which is recorded too.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import re
+import threading
+
+IPV4_OVERHEAD = 28   # IPv4 header 20 + ICMP header 8
+IPV6_OVERHEAD = 48   # IPv6 header 40 + ICMPv6 header 8
+MIN_PROBE_MTU = 68
+
+_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received(?:, \+(\d+) errors)?")
+_LOCAL_MTU = re.compile(r"message too long, mtu[=:]\s*(\d+)", re.IGNORECASE)
+
+
+def address_family(address):
+    """4 or 6 for an IP literal, None for a name (ping resolves it)."""
+    try:
+        return ipaddress.ip_address(address).version
+    except ValueError:
+        return None
+
+
+def payload_size(mtu, family):
+    return mtu - (IPV6_OVERHEAD if family == 6 else IPV4_OVERHEAD)
+
+
+def ping_argv(ping, address, mtu, count, interval, timeout, interface=None, source=None):
+    """argv of one don't-fragment probe of ``mtu`` bytes (IP packet size) to ``address``."""
+    family = address_family(address)
+    argv = [ping]
+    if family == 6:
+        argv.append("-6")
+    elif family == 4:
+        argv.append("-4")
+    argv += ["-n", "-q", "-M", "do", "-s", str(payload_size(mtu, family)), "-c", str(count),
+             "-i", str(interval), "-W", str(timeout)]
+    if interface or source:
+        argv += ["-I", interface or source]
+    argv.append(address)
+    return argv
+
+
+def parse_ping(rc, out, err):
+    """Parse iputils ping output: dict(sent, received, loss, local_mtu, error)."""
+    text = "%s\n%s" % (out or "", err or "")
+    result = {"sent": 0, "received": 0, "loss": 100, "local_mtu": None, "error": None}
+    found = _SUMMARY.search(text)
+    local = _LOCAL_MTU.search(text)
+    if local:
+        result["local_mtu"] = int(local.group(1))
+    if found:
+        sent, received = int(found.group(1)), int(found.group(2))
+        errors = int(found.group(3) or 0)
+        sent = max(sent, errors)
+        result["sent"], result["received"] = sent, received
+        result["loss"] = 100 if sent == 0 else int(round(100.0 * (sent - received) / sent))
+    else:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        result["error"] = (lines[-1] if lines else "ping exited with %s and no output" % rc)
+    return result
+
+
+def probe_sizes(mtu, extra):
+    """The fabric MTU and every extra size below it, largest first, without duplicates."""
+    sizes = set([mtu])
+    for size in extra or []:
+        if MIN_PROBE_MTU <= size <= mtu:
+            sizes.add(size)
+    return sorted(sizes, reverse=True)
+
+
+def judge(path, max_loss):
+    """Fill ``largest_mtu`` and ``ok`` of a path from its probes."""
+    passing = [p["mtu"] for p in path["probes"] if p["received"] > 0 and p["loss"] <= max_loss]
+    path["largest_mtu"] = max(passing) if passing else None
+    path["ok"] = path["largest_mtu"] == path["mtu"]
+    return path
+
+
+def run_parallel(jobs, workers):
+    """Run callables on at most ``workers`` threads; return their results in order."""
+    results = [None] * len(jobs)
+    lock = threading.Lock()
+    queue = list(enumerate(jobs))
+
+    def worker():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                index, job = queue.pop(0)
+            results[index] = job()
+
+    threads = [threading.Thread(target=worker) for dummy in range(max(1, min(workers, len(jobs))))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def summarise(paths):
+    """Per fabric: MTU, pairs, passed, failed pairs (``peer``), ok."""
+    fabrics = {}
+    for path in paths:
+        entry = fabrics.setdefault(path["fabric"], {"mtu": path["mtu"], "pairs": 0, "passed": 0,
+                                                    "failed": [], "ok": True})
+        entry["pairs"] += 1
+        if path["ok"]:
+            entry["passed"] += 1
+        else:
+            entry["failed"].append(path["peer"])
+            entry["ok"] = False
+    return fabrics
