@@ -1,0 +1,67 @@
+# Copyright: aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the drift audit: audit_findings (one host), audit_reports (all hosts).
+
+Thin wrappers: the work is in plugins/plugin_utils/audit (standard library only).
+Documentation: audit_findings.yml and audit_reports.yml next to this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import audit as _audit
+
+
+def _plain(value: Any) -> Any:
+    """Ansible's lazy containers and tagged strings -> plain dict/list/str (JSON-ready)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return value
+    return str(value)
+
+
+def audit_findings(plan: Any, facts: Any, verify: Any = None, rtt_us: Any = _audit.DEFAULT_RTT_US,
+                   link_speed_mbps: Any = None, check_buffers: Any = True, host: Any = None) -> list[dict[str, Any]]:
+    """Findings of one host: its plan compared with its datapath_facts (and verify results)."""
+    if not isinstance(plan, Mapping):
+        raise AnsibleFilterError("audit_findings: the input must be the host's plan (a mapping from node_plan)")
+    try:
+        options = _audit.options_from({"rtt_us": rtt_us, "link_speed_mbps": link_speed_mbps,
+                                       "check_buffers": check_buffers})
+    except ValueError as exc:
+        raise AnsibleFilterError(f"audit_findings: {exc}") from None
+    facts_plain = _plain(facts) if isinstance(facts, Mapping) else None
+    return _audit.compare(_plain(plan), facts_plain, _plain(verify) if verify else None, options,
+                          host=None if host is None else str(host))
+
+
+def audit_reports(results: Any, fail_on: Any = "drift", options: Any = None,
+                  generated_at: Any = None) -> dict[str, Any]:
+    """The three report texts and the verdict from {host: findings}."""
+    if not isinstance(results, Mapping):
+        raise AnsibleFilterError("audit_reports: the input must map each host to its findings")
+    plain: dict[str, list[dict[str, Any]]] = {}
+    for host, findings in results.items():
+        if findings is None:
+            findings = _audit.compare({"host": str(host)}, None)
+        if not isinstance(findings, (list, tuple)):
+            raise AnsibleFilterError(f"audit_reports: findings of {host} must be a list")
+        plain[str(host)] = [_plain(f) for f in findings]
+    try:
+        return _audit.reports(plain, str(fail_on), _plain(options) if isinstance(options, Mapping) else None,
+                              None if generated_at is None else str(generated_at))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"audit_reports: {exc}") from None
+
+
+class FilterModule:
+    """aiinfra.datapath drift audit filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {"audit_findings": audit_findings, "audit_reports": audit_reports}

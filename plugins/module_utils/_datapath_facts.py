@@ -1,0 +1,387 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Backend of ``datapath_facts``: the live data-path state of a node, read-only (stdlib only).
+
+Every section is read through a ``HostRoot`` (so unit tests point it at a fake tree) and with
+the parsers the configuring modules use, so that the audit compares what they compare.
+A section that cannot be read is ``None`` with the reason in ``unavailable``; nothing here
+raises for a missing subsystem. Tools (``ethtool``, ``devlink``, ``dcb``) run only for the
+``firmware`` and ``qos`` sections and only for netdevs backed by a device
+(``/sys/class/net/IF/device``): virtual NICs are answered from sysfs alone.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import re
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import split_cmdline
+from ansible_collections.aiinfra.datapath.plugins.module_utils._dcb import DcbBackend, DcbError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import (
+    NODE_ROOT,
+    THP_CHOICES,
+    THP_DIR,
+    Pool,
+    parse_meminfo,
+    parse_mounts,
+    size_label,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import SYS_NET, sysfs_device
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
+    collect as collect_firmware,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
+    parse_devlink_info,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
+    SysctlProfile,
+    canonical_name,
+)
+
+FACTS_VERSION = 1
+SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
+            "storage", "nfd")
+NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+HUGEPAGES_ROOT = "/sys/kernel/mm/hugepages"
+NPRIO = 8
+
+
+def parse_fstab(text):
+    """``/etc/fstab`` -> ``{mount point: {source, fstype, options}}`` (last entry wins)."""
+    entries = {}
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
+        entries[point.rstrip("/") or "/"] = {
+            "source": fields[0], "fstype": fields[2],
+            "options": fields[3].split(",") if len(fields) > 3 else ["defaults"],
+        }
+    return entries
+
+
+def parse_features(text):
+    """An NFD features.d file -> ``{label: value}`` (``key=value`` lines; ``key`` alone is "true")."""
+    labels = {}
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if key.startswith("-"):
+            # "-key" removes a label in NFD's format
+            labels.pop(key[1:], None)
+            continue
+        labels[key] = value.strip() if sep else "true"
+    return labels
+
+
+def _read_int(host, path):
+    try:
+        text = host.read(path)
+    except (IOError, OSError):
+        # /sys/class/net/IF/speed gives EINVAL on a link that is down
+        return None
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def _read_text(host, path):
+    try:
+        return host.read(path)
+    except (IOError, OSError):
+        return None
+
+
+class DatapathFacts(object):
+    """Collect the sections asked for; ``facts`` is the returned dict."""
+
+    def __init__(self, host, runner, params):
+        self.host = host
+        self.runner = runner
+        self.params = params
+        self.gather = list(params.get("gather") or SECTIONS)
+        self.unavailable = {}
+        self.notes = []
+        self._tools = {}
+
+    # -- helpers ------------------------------------------------------------------------
+    def _tool(self, name):
+        if name not in self._tools:
+            self._tools[name] = self.runner.which(name) if self.runner is not None else None
+        return self._tools[name]
+
+    def _section(self, name, reader):
+        if name not in self.gather:
+            return None
+        try:
+            return reader()
+        except (IOError, OSError, ValueError, DcbError) as exc:
+            # A subsystem that cannot be read is reported, never fatal.
+            self.unavailable[name] = "%s: %s" % (type(exc).__name__, exc)
+            return None
+
+    # -- sections -----------------------------------------------------------------------
+    def sysctl(self):
+        reader = SysctlProfile(self.host, {})
+        out = {}
+        for name in self.params.get("sysctl_keys") or []:
+            canon = canonical_name(str(name))
+            if not canon:
+                continue
+            state, value = reader._read_key(canon)
+            out[canon] = {"value": value if state in ("ok", "read_only") else None, "state": state}
+        return out
+
+    def hugepages(self):
+        meminfo = parse_meminfo(self.host.read_raw("/proc/meminfo"))
+        default_kb = meminfo.get("Hugepagesize")
+        pools = {}
+        for entry in self.host.listdir(HUGEPAGES_ROOT):
+            match = re.match(r"^hugepages-(\d+)kB$", entry)
+            if not match:
+                continue
+            kb = int(match.group(1))
+            pool = Pool(self.host, kb)
+            if not pool.supported:
+                continue
+            pool.read()
+            pools[size_label(kb)] = {
+                "size_kb": kb,
+                "total": pool.nr,
+                "free": pool.free,
+                "resv": pool.resv,
+                "surplus": pool.surplus,
+                "per_node": dict((node, {"total": pool.nodes[node]["nr"], "free": pool.nodes[node]["free"]})
+                                 for node in sorted(pool.nodes, key=int)),
+            }
+        if not pools and not self.host.exists(HUGEPAGES_ROOT):
+            self.unavailable["hugepages"] = "%s does not exist (kernel without HugeTLB)" % HUGEPAGES_ROOT
+            return None
+        return {"default_size": size_label(default_kb) if default_kb else None, "pools": pools}
+
+    def thp(self):
+        out = {}
+        for name in sorted(THP_CHOICES):
+            text = _read_text(self.host, THP_DIR + "/" + name)
+            if text is None:
+                out[name] = None
+                continue
+            match = re.search(r"\[([^\]]+)\]", text)
+            out[name] = match.group(1) if match else text.strip()
+        if all(value is None for value in out.values()):
+            self.unavailable["thp"] = "%s does not exist" % THP_DIR
+            return None
+        return out
+
+    def cmdline(self):
+        text = self.host.read_raw("/proc/cmdline")
+        if text is None:
+            self.unavailable["cmdline"] = "/proc/cmdline does not exist"
+            return None
+        return split_cmdline(text.strip())
+
+    def memory(self):
+        meminfo = parse_meminfo(self.host.read_raw("/proc/meminfo"))
+        total = meminfo.get("MemTotal")
+        nodes = [e for e in self.host.listdir(NODE_ROOT) if re.match(r"^node\d+$", e)]
+        return (total * 1024 if total is not None else None), (len(nodes) or None)
+
+    def _names(self):
+        present = [n for n in self.host.listdir(SYS_NET) if n != "lo"]
+        wanted = self.params.get("interfaces")
+        if wanted:
+            missing = [n for n in wanted if n not in present]
+            note = "interfaces not found on the node: %s" % ", ".join(missing)
+            if missing and note not in self.notes:
+                self.notes.append(note)
+            return [n for n in present if n in wanted]
+        return present
+
+    def interfaces(self):
+        if not self.host.exists(SYS_NET):
+            self.unavailable["interfaces"] = "%s does not exist" % SYS_NET
+            return None
+        firmware = "firmware" in self.gather
+        ethtool = self._tool("ethtool") if firmware else None
+        devlink_info = None
+        out = {}
+        for name in self._names():
+            base = "%s/%s" % (SYS_NET, name)
+            bus, driver = sysfs_device(self.host, name)
+            physical = self.host.exists(base + "/device")
+            entry = {
+                "mtu": _read_int(self.host, base + "/mtu"),
+                "operstate": _read_text(self.host, base + "/operstate"),
+                "mac": _read_text(self.host, base + "/address"),
+                "driver": driver,
+                "bus_info": bus,
+                "physical": physical,
+                "speed_mbps": None,
+                "firmware": None,
+            }
+            speed = _read_int(self.host, base + "/speed")
+            # -1 / 4294967295: no link or speed unknown (virtio, down)
+            if speed is not None and 0 < speed < 4294967295:
+                entry["speed_mbps"] = speed
+            if firmware and physical:
+                if devlink_info is None:
+                    devlink_info = self._devlink_info()
+                nic = collect_firmware(self.host, self.runner, name, ethtool, devlink_info)
+                entry["firmware"] = {
+                    "version": nic.get("firmware_version"),
+                    "stored": nic.get("firmware_stored"),
+                    "psid": nic.get("psid"),
+                    "driver_version": nic.get("driver_version"),
+                    "sources": nic.get("sources") or [],
+                    "notes": nic.get("notes") or [],
+                }
+                entry["driver"] = entry["driver"] or nic.get("driver")
+                entry["bus_info"] = entry["bus_info"] or nic.get("bus_info")
+            out[name] = entry
+        return out
+
+    def _devlink_info(self):
+        devlink = self._tool("devlink")
+        if not devlink:
+            return {}
+        rc, out, err = self.runner.run([devlink, "-j", "dev", "info"], check=False)
+        if rc != 0:
+            self.notes.append("devlink -j dev info failed: %s" % (err or out).strip())
+            return {}
+        return parse_devlink_info(out)
+
+    def qos(self):
+        if not self.host.exists(SYS_NET):
+            self.unavailable["qos"] = "%s does not exist" % SYS_NET
+            return None
+        out = {}
+        dcb = None
+        for name in self._names():
+            base = "%s/%s" % (SYS_NET, name)
+            if not self.host.exists(base + "/device"):
+                out[name] = {"supported": False,
+                             "reason": "virtual interface (no %s/device): no DCB/QoS hardware" % base}
+                continue
+            if dcb is None:
+                dcb = self._tool("dcb") or ""
+            if not dcb:
+                out[name] = {"supported": False, "reason": "iproute2 dcb is not installed"}
+                continue
+            backend = DcbBackend(self.runner, dcb)
+            reason = backend.probe(name)
+            if reason:
+                out[name] = {"supported": False, "reason": reason}
+                continue
+            state = backend.read(name)
+            pfc = state.get("pfc") or [False] * NPRIO
+            out[name] = {
+                "supported": True,
+                "backend": "dcb",
+                "trust": state.get("trust"),
+                "pfc_priorities": [p for p in range(NPRIO) if p < len(pfc) and pfc[p]],
+                "dscp2prio": dict((str(d), p) for d, p in sorted((state.get("dscp2prio") or {}).items())),
+                "ets": state.get("ets"),
+                "ecn": self._ecn(base),
+                "notes": state.get("notes") or [],
+            }
+        return out
+
+    def _ecn(self, base):
+        """Priorities with ECN on for the reaction (rp) and notification (np) points (mlx5 sysfs)."""
+        if not self.host.exists(base + "/ecn"):
+            return None
+        ecn = {}
+        for point in ("rp", "np"):
+            ecn[point] = [p for p in range(NPRIO)
+                          if _read_text(self.host, "%s/ecn/roce_%s/enable/%d" % (base, point, p)) == "1"]
+        return ecn
+
+    def storage(self):
+        mounts = parse_mounts(self.host.read_raw("/proc/self/mounts"))
+        fstab = parse_fstab(self.host.read_raw("/etc/fstab"))
+        devices = {}
+        for path in self.params.get("storage_devices") or []:
+            devices[path] = self._device(path)
+        out_mounts = {}
+        out_fstab = {}
+        for raw in self.params.get("mount_paths") or []:
+            path = raw.rstrip("/") or "/"
+            live = mounts.get(path)
+            out_mounts[path] = ({"mounted": True, "source": live["source"], "fstype": live["fstype"],
+                                 "options": live["options"]} if live else
+                                {"mounted": False, "source": None, "fstype": None, "options": []})
+            entry = fstab.get(path)
+            out_fstab[path] = ({"present": True, "source": entry["source"], "fstype": entry["fstype"],
+                                "options": entry["options"]} if entry else
+                               {"present": False, "source": None, "fstype": None, "options": []})
+        return {"devices": devices, "mounts": out_mounts, "fstab": out_fstab}
+
+    def _device(self, path):
+        real = os.path.realpath(self.host.path(path))
+        if not os.path.exists(real):
+            return {"exists": False, "resolved": None, "size_bytes": None, "model": None, "serial": None}
+        name = os.path.basename(real)
+        block = "/sys/class/block/%s" % name
+        sectors = _read_int(self.host, block + "/size")
+        return {
+            "exists": True,
+            "resolved": "/dev/" + name,
+            "size_bytes": sectors * 512 if sectors is not None else None,
+            "model": _read_text(self.host, block + "/device/model"),
+            "serial": _read_text(self.host, block + "/device/serial"),
+        }
+
+    def nfd(self):
+        files = {}
+        labels = {}
+        for entry in self.host.listdir(NFD_DIR):
+            if entry.startswith("."):
+                continue  # NFD skips dot-files (atomic writers' temp files)
+            path = "%s/%s" % (NFD_DIR, entry)
+            if not os.path.isfile(self.host.path(path)):
+                continue
+            try:
+                parsed = parse_features(self.host.read_raw(path))
+            except (IOError, OSError) as exc:
+                if exc.errno == errno.EACCES:
+                    self.notes.append("%s: %s" % (path, exc))
+                    continue
+                raise
+            files[entry] = parsed
+            labels.update(parsed)
+        return {"directory": NFD_DIR, "files": files, "labels": labels}
+
+    # -- all ----------------------------------------------------------------------------
+    def collect(self):
+        facts = {"version": FACTS_VERSION, "gathered": [s for s in SECTIONS if s in self.gather]}
+        facts["sysctl"] = self._section("sysctl", self.sysctl)
+        facts["hugepages"] = self._section("hugepages", self.hugepages)
+        facts["thp"] = self._section("thp", self.thp)
+        facts["cmdline"] = self._section("cmdline", self.cmdline)
+        memory = self._section("memory", self.memory)
+        facts["memory_bytes"], facts["numa_nodes"] = memory if memory else (None, None)
+        if "interfaces" in self.gather or "firmware" in self.gather:
+            facts["interfaces"] = self._section("interfaces", self.interfaces) \
+                if "interfaces" in self.gather else self._section("firmware", self.interfaces)
+        else:
+            facts["interfaces"] = None
+        facts["qos"] = self._section("qos", self.qos)
+        facts["storage"] = self._section("storage", self.storage)
+        facts["nfd"] = self._section("nfd", self.nfd)
+        facts["unavailable"] = dict(sorted(self.unavailable.items()))
+        facts["notes"] = self.notes
+        return facts

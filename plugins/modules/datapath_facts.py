@@ -1,0 +1,203 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: datapath_facts
+short_description: Collect the live data-path state of a node in one call
+version_added: "0.1.0"
+description:
+  - Reads, in one call and without changing anything, what the collection's other modules
+    manage - sysctl values, HugePage pools per size and NUMA node, transparent HugePages,
+    the running kernel command line, memory and NUMA nodes, network interfaces (MTU, state,
+    MAC, driver, speed, firmware), DCB/QoS state, storage (devices, mounts, fstab) and the
+    node-feature-discovery labels written on the node.
+  - Returns them as the fact C(datapath_facts). The spec planner reads
+    C(datapath_facts.memory_bytes) and C(datapath_facts.numa_nodes) from hostvars.
+  - Never fails on a missing subsystem; such a section is V(null) and the reason is in
+    C(datapath_facts.unavailable).
+  - Runs no command for the sysfs/procfs sections. C(ethtool)/C(devlink) (firmware) and
+    C(dcb) (qos) run only for netdevs backed by a device (C(/sys/class/net/IF/device));
+    virtual NICs such as veth are reported from sysfs, QoS as not supported.
+author:
+  - aiinfra.datapath contributors (@aiinfra)
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is no diff.
+  facts:
+    support: full
+    description: Returns C(ansible_facts.datapath_facts).
+  platform:
+    support: full
+    platforms: posix
+    description: Linux (procfs and sysfs).
+options:
+  gather:
+    description:
+      - Sections to collect. Sections not listed are V(null) in the result.
+      - V(memory) fills C(memory_bytes) and C(numa_nodes); V(firmware) adds the firmware of
+        device-backed NICs to C(interfaces).
+    type: list
+    elements: str
+    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd]
+    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd]
+  sysctl_keys:
+    description:
+      - Sysctl keys to read, dotted (V(net.ipv4.tcp_rmem)) or slashed (V(net/ipv4/tcp_rmem)).
+      - Values are normalised as M(aiinfra.datapath.sysctl_profile) compares them (fields
+        separated by one space).
+    type: list
+    elements: str
+    default: []
+  interfaces:
+    description: Interfaces to report (interfaces and qos sections). Default is every netdev except C(lo).
+    type: list
+    elements: str
+  storage_devices:
+    description: Block devices to report, for example the plan's C(storage.devices).
+    type: list
+    elements: str
+    default: []
+  mount_paths:
+    description: Mount points to report from C(/proc/self/mounts) and C(/etc/fstab).
+    type: list
+    elements: str
+    default: []
+  root:
+    description: Root of the node's filesystem (for tests). Commands still run on the node.
+    type: path
+    default: /
+seealso:
+  - module: aiinfra.datapath.sysctl_profile
+  - module: aiinfra.datapath.hugepages
+  - module: aiinfra.datapath.nic_firmware
+"""
+
+EXAMPLES = r"""
+- name: Everything, for the audit
+  aiinfra.datapath.datapath_facts:
+    sysctl_keys: "{{ datapath_plan.sysctl['keys'] | list }}"
+    storage_devices: "{{ datapath_plan.storage.devices | default([], true) }}"
+    mount_paths: ["{{ datapath_plan.storage.mount.path }}"]
+
+- name: Only memory and NUMA nodes (what the planner reads)
+  aiinfra.datapath.datapath_facts:
+    gather: [memory]
+
+- name: Use the facts
+  ansible.builtin.debug:
+    msg: "{{ datapath_facts.memory_bytes }} bytes on {{ datapath_facts.numa_nodes }} NUMA node(s)"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts.
+  returned: always
+  type: dict
+  contains:
+    datapath_facts:
+      description: The live data-path state; sections not gathered or not readable are V(null).
+      type: dict
+      contains:
+        version:
+          description: Version of this shape (1).
+          type: int
+        gathered:
+          description: The sections collected.
+          type: list
+          elements: str
+        sysctl:
+          description: Per key (dotted name) its normalised C(value) (V(null) when missing) and C(state)
+            (V(ok), V(read_only), V(missing), V(unreadable)).
+          type: dict
+          sample: {"net.ipv4.tcp_rmem": {"value": "4096 131072 16777216", "state": "ok"}}
+        hugepages:
+          description: C(default_size) and C(pools) per size (V(2M), V(1G)) with C(size_kb), C(total),
+            C(free), C(resv), C(surplus) and C(per_node) (NUMA node -> C(total), C(free)).
+          type: dict
+          sample: {"default_size": "2M", "pools": {"2M": {"size_kb": 2048, "total": 64, "free": 64, "resv": 0,
+                   "surplus": 0, "per_node": {"0": {"total": 64, "free": 64}}}}}
+        thp:
+          description: Selected transparent HugePage C(enabled) and C(defrag) values.
+          type: dict
+          sample: {"enabled": "madvise", "defrag": "madvise"}
+        cmdline:
+          description: The running kernel's command line (C(/proc/cmdline)) as a list of arguments.
+          type: list
+          elements: str
+        memory_bytes:
+          description: MemTotal in bytes.
+          type: int
+        numa_nodes:
+          description: Number of NUMA nodes (C(/sys/devices/system/node/node*)); V(null) when unknown.
+          type: int
+        interfaces:
+          description:
+            - Per netdev (except C(lo)) C(mtu), C(operstate), C(mac), C(driver), C(bus_info), C(physical),
+              C(speed_mbps) (V(null) when unknown) and C(firmware) (C(version), C(stored), C(psid),
+              C(driver_version), C(sources), C(notes); V(null) for virtual NICs).
+          type: dict
+          sample: {"ens1f0np0": {"mtu": 9000, "operstate": "up", "mac": "02:dd:00:01:01:01", "driver": null,
+                   "bus_info": null, "physical": false, "speed_mbps": 10000, "firmware": null}}
+        qos:
+          description:
+            - Per netdev C(supported); when true C(backend), C(trust), C(pfc_priorities), C(dscp2prio),
+              C(ets), C(ecn) (C(rp)/C(np) priority lists or V(null)), C(notes); when false the C(reason).
+          type: dict
+          sample: {"ens1f0np0": {"supported": false, "reason": "virtual interface (no device)"}}
+        storage:
+          description:
+            - C(devices) (per given device C(exists), C(resolved), C(size_bytes), C(model), C(serial)),
+              C(mounts) (per mount path C(mounted), C(source), C(fstype), C(options)) and C(fstab)
+              (per mount path C(present), C(source), C(fstype), C(options)).
+          type: dict
+        nfd:
+          description: C(directory), C(files) (file name -> labels) and C(labels) (all files merged).
+          type: dict
+          sample: {"directory": "/etc/kubernetes/node-feature-discovery/features.d",
+                   "labels": {"aiinfra.io/nvme-cache": "true"}}
+        unavailable:
+          description: Section -> why it could not be read.
+          type: dict
+        notes:
+          description: Remarks (interfaces asked for but absent, tool failures).
+          type: list
+          elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._datapath_facts import SECTIONS, DatapathFacts
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
+from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import Runner
+
+
+def argument_spec():
+    return dict(
+        gather=dict(type="list", elements="str", choices=list(SECTIONS), default=list(SECTIONS)),
+        sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
+        interfaces=dict(type="list", elements="str"),
+        storage_devices=dict(type="list", elements="str", default=[]),
+        mount_paths=dict(type="list", elements="str", default=[]),
+        root=dict(type="path", default="/"),
+    )
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    facts = DatapathFacts(HostRoot(module.params["root"]), Runner(module), module.params).collect()
+    module.exit_json(changed=False, ansible_facts={"datapath_facts": facts})
+
+
+if __name__ == "__main__":
+    main()

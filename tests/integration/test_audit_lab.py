@@ -1,0 +1,198 @@
+"""The drift audit on the lab: converged -> zero drift; hand-made drift -> exactly that, in all formats.
+
+The lab's own spec (inventory group_vars/all/datapath.yml) is applied with the capability
+roles (tests/integration/playbooks/audit_apply.yml), then playbooks/audit.yml runs for real
+and under --check. One sysctl changed by hand on node2 (net.*: node2's own network namespace),
+one MTU changed inside node3 and the model cache unmounted on node4 must be reported - no more,
+no less - in audit.json (which validates against docs/schema/audit.schema.json), audit.xml
+(JUnit) and audit.md, and the play must fail. Everything changed is restored; the global kernel values the roles raise
+(vm.*, fs.*, kernel.*, the HugePage pool, THP) are put back at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from conftest import REPO, LabHandle, PlayResult
+
+pytestmark = pytest.mark.lab
+
+APPLY = os.path.join(REPO, "tests", "integration", "playbooks", "audit_apply.yml")
+AUDIT = os.path.join(REPO, "playbooks", "audit.yml")
+SCHEMA = os.path.join(REPO, "docs", "schema", "audit.schema.json")
+FACTS_TASK = "Collect the live data-path state in one call"
+MOUNT = "/mnt/model-cache"
+FEATURES = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
+NODE_FILES = ("/etc/sysctl.d/90-aiinfra-datapath.conf", "/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf", FEATURES)
+GLOBAL_FILES = [f"/proc/sys/{k}" for k in ("fs/aio-max-nr", "fs/inotify/max_user_instances",
+                                           "fs/inotify/max_user_watches", "kernel/pid_max", "vm/max_map_count",
+                                           "vm/min_free_kbytes")] + [
+    "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"]
+THP = "/sys/kernel/mm/transparent_hugepage"
+# Non-failing findings a converged lab node has: kernel arguments wait for a reboot the lab
+# never does, global net.core keys are read-only in a node's namespace, veth has no DCB.
+LAB_INFO_CHECKS = {"cmdline-pending", "sysctl-read-only", "sysctl-missing", "qos-unsupported"}
+CAPABILITIES = ["sysctl", "hugepages", "thp", "cmdline", "mtu", "qos", "firmware", "storage", "k8s"]
+
+
+def _read(path: str) -> str:
+    with open(path) as handle:
+        return handle.read().strip()
+
+
+def _thp(name: str) -> str:
+    text = _read(f"{THP}/{name}")
+    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else text
+
+
+@pytest.fixture(scope="module")
+def converged(lab: LabHandle) -> Iterator[LabHandle]:
+    """Apply the lab spec; afterwards restore the nodes and the host's global kernel values."""
+    saved = {path: _read(path) for path in GLOBAL_FILES}
+    saved_thp = {name: _thp(name) for name in ("enabled", "defrag")}
+    fstabs = {n: lab.sh(n, "cat /etc/fstab", check=False).stdout for n in lab.nodes}
+    try:
+        result = lab.playbook(APPLY)
+        assert result.rc == 0, result.stdout[-4000:]
+        yield lab
+    finally:
+        for node in lab.nodes:
+            dev = lab.state["nodes"][node]["nvme"]
+            assert dev.startswith("/dev/loop"), dev
+            lab.sh(node, f"umount {MOUNT} 2>/dev/null; rm -f {' '.join(NODE_FILES)}; "
+                         f"for p in {dev}p*; do [ -b \"$p\" ] && wipefs -aq \"$p\"; done; "
+                         f"sgdisk --zap-all {dev} >/dev/null 2>&1; wipefs -aq {dev}; partprobe {dev} 2>/dev/null; true",
+                   check=False)
+            lab.lab.run_in(node, ["/bin/sh", "-c", "cat > /etc/fstab"], check=False, input=fstabs[node])
+        for path, value in saved.items():
+            if _read(path) != value:
+                with open(path, "w") as handle:
+                    handle.write(value)
+        for name, value in saved_thp.items():
+            if _thp(name) != value:
+                with open(f"{THP}/{name}", "w") as handle:
+                    handle.write(value)
+
+
+def audit(lab: LabHandle, report_dir: Path, check: bool = False, **extra: Any) -> tuple[PlayResult, dict[str, Any]]:
+    result = lab.playbook(AUDIT, check=check, extra_vars={"audit_report_dir": str(report_dir), **extra})
+    report = json.loads((report_dir / "audit.json").read_text())
+    with open(SCHEMA) as handle:
+        jsonschema.Draft202012Validator(json.load(handle)).validate(report)
+    return result, report
+
+
+def failing(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(host, capability, key) of every finding that is not informational."""
+    return sorted((f["host"], f["capability"], f["key"]) for f in report["findings"] if f["severity"] != "info")
+
+
+def global_only(report: dict[str, Any]) -> bool:
+    """Failing findings only on values the host kernel shares with every lab on this machine."""
+    items = [f for f in report["findings"] if f["severity"] != "info"]
+    return bool(items) and all(f["capability"] in ("hugepages", "thp")
+                               or (f["capability"] == "sysctl" and not f["key"].startswith("net."))
+                               for f in items)
+
+
+def converged_audit(lab: LabHandle, report_dir: Path) -> tuple[PlayResult, dict[str, Any]]:
+    """Audit; when only host-global values drifted (another lab's teardown on this shared
+    kernel restores its own), re-apply once and audit again."""
+    result, report = audit(lab, report_dir)
+    if global_only(report):
+        assert lab.playbook(APPLY).rc == 0
+        result, report = audit(lab, report_dir)
+    return result, report
+
+
+def junit(report_dir: Path) -> dict[str, dict[str, ET.Element]]:
+    root = ET.parse(report_dir / "audit.xml").getroot()
+    assert root.tag == "testsuites"
+    return {suite.get("name", ""): {case.get("name", ""): case for case in suite.findall("testcase")}
+            for suite in root.findall("testsuite")}
+
+
+def test_audit_converged_then_exactly_the_hand_made_drift(converged: LabHandle, tmp_path: Path) -> None:
+    lab = converged
+    # 1. Converged: no drift that fails, nothing but the lab's informational findings.
+    clean_dir = tmp_path / "clean"
+    result, report = converged_audit(lab, clean_dir)
+    assert result.rc == 0, result.stdout[-4000:]
+    assert report["failed"] is False
+    assert failing(report) == [], json.dumps(report["findings"], indent=1)[:4000]
+    assert {f["check"] for f in report["findings"]} <= LAB_INFO_CHECKS
+    assert [h["status"] for h in report["hosts"]] == ["pass"] * 4
+    cases = junit(clean_dir)
+    assert sorted(cases) == lab.nodes and all(list(c) == CAPABILITIES for c in cases.values())
+    assert not [n for n, c in cases.items() for case in c.values() if case.find("failure") is not None]
+    assert "passed (fail on: drift)" in (clean_dir / "audit.md").read_text()
+    # The facts module changes nothing and reports the plan's sections.
+    facts = result.task_results(FACTS_TASK)
+    assert all(r["changed"] is False for r in facts.values())
+    assert facts["node1"]["ansible_facts"]["datapath_facts"]["numa_nodes"] >= 1
+
+    # 2. One sysctl by hand on node2, one MTU inside node3, the cache unmounted on node4.
+    probing = lab.sh("node2", "cat /proc/sys/net/ipv4/tcp_mtu_probing").stdout.strip()
+    assert probing == "1"
+    lab.sh("node2", "echo 0 > /proc/sys/net/ipv4/tcp_mtu_probing")
+    lab.sh("node3", "ip link set dev ens1f0np0 mtu 4000")
+    lab.sh("node4", f"umount {MOUNT}")
+    try:
+        drift_dir = tmp_path / "drift"
+        result, report = audit(lab, drift_dir)
+        assert result.rc != 0, "audit_fail_on=drift must fail the play"
+        assert failing(report) == [("node2", "sysctl", "net.ipv4.tcp_mtu_probing"), ("node3", "mtu", "ens1f0np0"),
+                                   ("node4", "storage", MOUNT)], \
+            json.dumps([f for f in report["findings"] if f["severity"] != "info"], indent=1)
+        by_key = {f["key"]: f for f in report["findings"] if f["severity"] != "info"}
+        probing_finding = by_key["net.ipv4.tcp_mtu_probing"]
+        assert (probing_finding["wanted"], probing_finding["actual"]) == ("1", "0")
+        assert (by_key["ens1f0np0"]["wanted"], by_key["ens1f0np0"]["actual"]) == (9000, 4000)
+        assert all(f["kind"] == "drift" and f["severity"] == "error" for f in by_key.values())
+        assert (by_key[MOUNT]["check"], by_key[MOUNT]["actual"]) == ("mount-missing", "not mounted")
+        assert report["failed"] is True and report["summary"]["failing"] == 3
+        assert [(h["name"], h["status"]) for h in report["hosts"]] == [
+            ("node1", "pass"), ("node2", "fail"), ("node3", "fail"), ("node4", "fail")]
+        # JUnit: exactly the three test cases fail.
+        cases = junit(drift_dir)
+        failed = sorted((n, name) for n, c in cases.items() for name, case in c.items()
+                        if case.find("failure") is not None)
+        assert failed == [("node2", "sysctl"), ("node3", "mtu"), ("node4", "storage")]
+        root = ET.parse(drift_dir / "audit.xml").getroot()
+        assert root.get("tests") == str(4 * len(CAPABILITIES)) and root.get("failures") == "3"
+        # Markdown: the three rows, errors first, in their capability tables.
+        md = (drift_dir / "audit.md").read_text()
+        assert "FAILED (fail on: drift)" in md
+        rows = [line for line in md.splitlines() if line.startswith("| error")]
+        assert len(rows) == 3
+        assert any("| node2 | net.ipv4.tcp_mtu_probing | 1 | 0 |" in r for r in rows)
+        assert any("| node3 | ens1f0np0 | 9000 | 4000 |" in r for r in rows)
+        assert any(f"| node4 | {MOUNT} | mounted | not mounted |" in r for r in rows)
+        headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
+        assert set(headings[:3]) == {"sysctl", "mtu", "storage"}
+
+        # --check: the same report, nothing changed on the nodes; audit_fail_on=never passes.
+        check_dir = tmp_path / "check"
+        result, checked = audit(lab, check_dir, check=True, audit_fail_on="never")
+        assert result.rc == 0, result.stdout[-3000:]
+        assert failing(checked) == failing(report) and checked["failed"] is False
+        for host, stats in result.data.get("stats", {}).items():
+            assert host == "node1" or stats.get("changed", 0) == 0, (host, stats)
+        assert lab.sh("node3", "cat /sys/class/net/ens1f0np0/mtu").stdout.strip() == "4000"
+        assert lab.sh("node2", "cat /proc/sys/net/ipv4/tcp_mtu_probing").stdout.strip() == "0"
+        assert lab.sh("node4", f"findmnt -n {MOUNT}", check=False).returncode != 0
+    finally:
+        lab.sh("node2", "echo 1 > /proc/sys/net/ipv4/tcp_mtu_probing", check=False)
+        lab.sh("node3", "ip link set dev ens1f0np0 mtu 9000", check=False)
+        lab.sh("node4", f"findmnt -n {MOUNT} >/dev/null || mount {MOUNT}", check=False)
+
+    # 3. Restored: back to no drift.
+    result, report = converged_audit(lab, tmp_path / "restored")
+    assert result.rc == 0 and failing(report) == []
