@@ -106,7 +106,7 @@ def path_report(hostvars: Any, hosts: Any, result_var: str = "verify_result") ->
             continue
         for path in result["paths"]:
             keys = ("fabric", "peer", "address", "interface", "mtu", "largest_mtu", "ok", "probes")
-            row = {"source": host}
+            row: dict[str, Any] = {"source": host}
             row.update((k, path.get(k)) for k in keys)
             paths.append(row)
             entry = fabrics.setdefault(row["fabric"], {"mtu": row["mtu"], "pairs": 0, "passed": 0,
@@ -116,7 +116,7 @@ def path_report(hostvars: Any, hosts: Any, result_var: str = "verify_result") ->
                 entry["passed"] += 1
                 continue
             entry["ok"] = False
-            top = (row["probes"] or [{}])[0]
+            top: dict[str, Any] = (row["probes"] or [{}])[0]
             entry["failed"].append({"source": host, "peer": row["peer"], "mtu": row["mtu"],
                                     "largest_mtu": row["largest_mtu"], "loss": top.get("loss"),
                                     "error": top.get("error")})

@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import REPO, LabHandle, PlayResult
+from labtools import REPO, LabHandle, PlayResult
 
 pytestmark = pytest.mark.lab
 

@@ -7,9 +7,9 @@ import os
 import subprocess
 
 import pytest
-from conftest import VENV_BIN, LabHandle
 from datapath_lab import Lab, LabConfig
 from datapath_lab.core import LabError
+from labtools import VENV_BIN, LabHandle
 
 pytestmark = pytest.mark.lab
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import REPO, LabHandle
+from labtools import REPO, LabHandle
 
 pytestmark = pytest.mark.lab
 

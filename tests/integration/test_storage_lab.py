@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO, VENV_BIN, LabHandle
+from labtools import REPO, VENV_BIN, LabHandle
 
 pytestmark = pytest.mark.lab
 

@@ -10,7 +10,7 @@ import posixpath
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, Strict
+from ._pydantic import BeforeValidator, Field, Strict
 
 # Largest byte count we accept anywhere (an exabyte is far beyond any node, and it keeps
 # arithmetic in 64 bits so huge YAML numbers cannot blow up anything).

@@ -7,8 +7,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
+from ._pydantic import ValidationError
 from .errors import SpecError, SpecValidationError, translate
 from .models import DatapathSpec, fields_at
 from .plan import Planner, deep_copy

@@ -14,12 +14,8 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal, Union, get_args, get_origin
 
-import annotated_types
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
-
 from . import builtin
+from ._pydantic import BaseModel, FieldInfo, PydanticUndefined
 from .models import MODELS, ProfileBody
 from .registry import all_checks
 from .schema import schema_text
@@ -105,6 +101,8 @@ def _type_str(tp: Any) -> str:
 
 
 def _constraints(info: FieldInfo) -> str:
+    import annotated_types  # installed with pydantic; imported here so the module imports without it
+
     parts: list[str] = []
     metas: list[Any] = list(info.metadata)
     stack = [info.annotation]

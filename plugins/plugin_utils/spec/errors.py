@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from ._pydantic import ValidationError
 
 ROOT = "datapath"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")

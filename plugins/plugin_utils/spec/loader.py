@@ -13,9 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
+try:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
+except ImportError:  # pragma: no cover - only the CLI needs ruamel.yaml (requirements.txt)
+    YAML = None  # type: ignore[assignment,misc]
+    YAMLError = AliasEvent = CollectionEndEvent = CollectionStartEvent = Exception  # type: ignore[assignment,misc]
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -24,13 +28,19 @@ MAX_NODES = 2_000_000
 HOST_LIMIT = 200_000
 
 
+def _yaml(**kwargs: Any) -> Any:
+    if YAML is None:
+        raise ImportError("the datapath CLI needs ruamel.yaml: pip install -r requirements.txt")
+    return YAML(**kwargs)
+
+
 class LoadError(Exception):
     """The input cannot be used (CLI exit 2)."""
 
 
 def _check_events(text: str, name: str) -> None:
     depth = aliases = 0
-    yaml = YAML(typ="safe", pure=True)
+    yaml = _yaml(typ="safe", pure=True)
     try:
         for event in yaml.parse(io.StringIO(text)):
             if isinstance(event, CollectionStartEvent):
@@ -104,7 +114,7 @@ def load_yaml_text(text: str, name: str = "<input>") -> Any:
         # Anchors (alias bombs) or enough brackets to nest deeply: count events before building
         # anything. Plain block YAML skips this pass; its depth is checked after loading.
         _check_events(text, name)
-    yaml = YAML(typ="safe")  # the C loader when ruamel.yaml.clib is installed
+    yaml = _yaml(typ="safe")  # the C loader when ruamel.yaml.clib is installed
     try:
         data = yaml.load(text)
     except YAMLError as exc:

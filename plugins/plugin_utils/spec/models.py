@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
-
+from ._pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, model_validator
 from ._types import (
     DevicePath,
     DnsName,

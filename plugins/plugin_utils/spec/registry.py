@@ -6,8 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import PydanticCustomError
-
+from ._pydantic import PydanticCustomError
 from .errors import Issue
 
 CheckFn = Callable[[Any], Iterator[Issue]]

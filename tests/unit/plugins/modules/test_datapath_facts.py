@@ -62,8 +62,8 @@ def test_every_section_from_a_lab_like_node(run_module, node, monkeypatch):
     runner = no_tools(monkeypatch)
     before = node.snapshot()
     facts = facts_of(run_module(datapath_facts.main, {
-        "root": str(node.root), "sysctl_keys": ["net.ipv4.tcp_rmem", "net/core/rmem_max", "vm.swappiness",
-                                                  "net.no.such_key"],
+        "root": str(node.root),
+        "sysctl_keys": ["net.ipv4.tcp_rmem", "net/core/rmem_max", "vm.swappiness", "net.no.such_key"],
         "storage_devices": ["/dev/loop7", "/dev/disk/by-id/gone"], "mount_paths": ["/mnt/model-cache/", "/srv"]}))
     assert runner.calls == []  # veth only: no tool runs
     assert node.snapshot() == before
