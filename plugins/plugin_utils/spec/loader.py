@@ -19,7 +19,11 @@ try:
     from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
 except ImportError:  # pragma: no cover - only the CLI needs ruamel.yaml (requirements.txt)
     YAML = None  # type: ignore[assignment,misc]
-    YAMLError = AliasEvent = CollectionEndEvent = CollectionStartEvent = Exception  # type: ignore[assignment,misc]
+
+    class YAMLError(Exception):  # type: ignore[no-redef]
+        """Never raised: stands in so that this module imports without ruamel.yaml."""
+
+    AliasEvent = CollectionEndEvent = CollectionStartEvent = YAMLError  # type: ignore[assignment,misc]
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
