@@ -38,7 +38,10 @@ def timed(argv: list[str]) -> float:
     proc = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=REPO, check=False)
     elapsed = time.perf_counter() - t0
     if proc.returncode != 0:
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-2000:])
+        log = os.path.join(REPO, ".cache", "bench", "failed-run.log")
+        with open(log, "w") as fh:
+            fh.write(proc.stdout + proc.stderr)
+        sys.stderr.write(f"full output: {log}\n" + proc.stdout[-4000:] + proc.stderr[-2000:])
         raise SystemExit(f"{' '.join(argv[:3])} failed (rc={proc.returncode})")
     return elapsed
 

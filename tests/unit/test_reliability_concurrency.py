@@ -1,0 +1,156 @@
+"""Two runs against the same node at once.
+
+Modules that change state take ``node_lock`` (module_utils/_fs.py, an flock on
+``/run/aiinfra-datapath.lock`` under ``root``). This file checks what that buys today:
+
+* two real ``sysctl_profile`` processes with different profiles, started together many
+  times against one fake node: the managed file is always one whole profile (never
+  interleaved) — and whether the live values agree with the file afterwards (the lock is
+  taken only around apply+persist, after an unlocked read and plan);
+* a run that finds the lock held fails with a clear message instead of writing;
+* which modules take the lock at all (read from the module source).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _fs
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import render_conf
+from ansible_collections.aiinfra.datapath.plugins.modules import sysctl_profile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytest_plugins = ["reliability_log"]
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTIONS = os.path.join(REPO, ".collections")
+FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
+NKEYS = 150
+ROUNDS = 25
+
+
+def _key(i: int) -> str:
+    return "net.core.test_key%03d" % i
+
+
+def _set_live(root: Path, value: str) -> None:
+    for i in range(NKEYS):
+        path = root / "proc/sys/net/core" / ("test_key%03d" % i)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n")
+
+
+def _live(root: Path) -> dict[str, str]:
+    return {_key(i): (root / "proc/sys/net/core" / ("test_key%03d" % i)).read_text().strip() for i in range(NKEYS)}
+
+
+def _start(root: Path, args_file: Path) -> subprocess.Popen[str]:
+    module = "ansible_collections.aiinfra.datapath.plugins.modules.sysctl_profile"
+    return subprocess.Popen([sys.executable, "-m", module, str(args_file)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": COLLECTIONS})
+
+
+def test_two_sysctl_runs_at_once(tmp_path: Path, reliability) -> None:
+    root = tmp_path / "node"
+    files = {}
+    for name, value in (("a", "1"), ("b", "2")):
+        args = {"keys": {_key(i): {"value": value, "mode": "exact"} for i in range(NKEYS)}, "root": str(root)}
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    whole = {render_conf({_key(i): v for i in range(NKEYS)}): v for v in ("1", "2")}
+    interleaved = mixed_live = 0
+    tracebacks = 0
+    with reliability.case("concurrent-sysctl-runs",
+                          f"{ROUNDS} x two sysctl_profile processes at once on one node ({NKEYS} keys, "
+                          "profiles 1 vs 2, node starting in profile 2)", area="concurrency") as case:
+        case.faults(ROUNDS)
+        for rnd in range(ROUNDS):
+            _set_live(root, "2")
+            (root / FILE.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+            (root / FILE.lstrip("/")).write_text(render_conf({_key(i): "2" for i in range(NKEYS)}))
+            first = _start(root, files["a"])
+            time.sleep(0.005 * (rnd % 10))
+            second = _start(root, files["b"])
+            for proc in (first, second):
+                out, err = proc.communicate(timeout=60)
+                tracebacks += "Traceback" in err or "Traceback" in out
+                assert json.loads(out).get("failed") is not True, out
+            text = (root / FILE.lstrip("/")).read_text()
+            if text not in whole:
+                interleaved += 1
+                continue
+            if set(_live(root).values()) != {whole[text]}:
+                mixed_live += 1
+        case.traceback(tracebacks)
+        case.did(f"{ROUNDS} rounds: managed file interleaved {interleaved}x; live values disagree with the file "
+                 f"{mixed_live}x; both processes exited cleanly every round")
+        assert interleaved == 0
+        assert tracebacks == 0
+        case.checked("managed file is exactly profile 1 or profile 2 after every round (no interleaved writes)")
+        case.checked("live /proc/sys values compared with the file after every round")
+        if mixed_live:
+            case.finding(f"sysctl_profile: live values disagreed with the managed file in {mixed_live}/{ROUNDS} "
+                         "concurrent rounds: read+plan run outside node_lock, so a run that planned against "
+                         "a state another run is changing skips keys it thinks are already right")
+
+
+def test_lock_held_fails_cleanly(run_module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reliability) -> None:
+    root = tmp_path / "node"
+    (root / "proc/sys/vm").mkdir(parents=True)
+    (root / "proc/sys/vm/swappiness").write_text("60\n")
+    lock = root / "run" / "aiinfra-datapath.lock"
+    monkeypatch.setattr(sysctl_profile, "node_lock", functools.partial(_fs.node_lock, timeout=0.5, poll=0.05))
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time\n"
+                               f"os.makedirs({str(lock.parent)!r}, exist_ok=True)\n"
+                               f"f=open({str(lock)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with reliability.case("lock-held-by-other-run",
+                              "another run holds the node lock while sysctl_profile wants to apply",
+                              area="concurrency") as case:
+            result = run_module(sysctl_profile.main, {"keys": {"vm.swappiness": 10}, "root": str(root)},
+                                expect_failure=True)
+            case.did("failed: " + result["msg"].replace(str(root), "<root>"))
+            assert "another aiinfra.datapath run holds" in result["msg"]
+            assert (root / "proc/sys/vm/swappiness").read_text() == "60\n"
+            assert not (root / FILE.lstrip("/")).exists()
+            case.checked("live value unchanged (60), managed file not written")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_which_modules_take_node_lock(reliability) -> None:
+    modules_dir = os.path.join(REPO, "plugins", "modules")
+    writers = {"sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nvme_layout", "nfd_labels"}
+    with reliability.case("node-lock-coverage", "which state-changing modules serialise on node_lock",
+                          area="concurrency") as case:
+        took, missing, scope = [], [], {}
+        for name in sorted(writers):
+            src = open(os.path.join(modules_dir, name + ".py")).read()
+            if "with node_lock(" not in src:
+                missing.append(name)
+                continue
+            took.append(name)
+            body = src[src.index("with node_lock("):]
+            block = body.split("\n")[1:12]
+            scope[name] = "read+plan+apply" if any(re.search(r"\.read\(\)", line) for line in block) else "apply only"
+        case.did("lock taken by " + ", ".join(f"{n} ({scope[n]})" for n in took)
+                 + "; no lock: " + (", ".join(missing) or "none"))
+        for name in missing:
+            case.finding(f"{name} never takes node_lock: two runs at once are not serialised (its file write is "
+                         "atomic, so the file stays whole; last writer wins)")
+        for name, how in scope.items():
+            if how == "apply only":
+                case.finding(f"{name}: node_lock covers apply only; state is read and planned before the lock")
+        assert "nvme_layout" in took and scope["nvme_layout"] == "read+plan+apply"
+        case.checked("source of every state-changing module inspected for `with node_lock(` and what it encloses")
