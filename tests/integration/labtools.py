@@ -85,5 +85,3 @@ class LabHandle:
         except ValueError:
             data = {}
         return PlayResult(proc.returncode, proc.stdout, proc.stderr, data)
-
-

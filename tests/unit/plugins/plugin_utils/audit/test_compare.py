@@ -85,7 +85,7 @@ def test_sysctl_missing_key_is_drift_unless_ignore_missing() -> None:
 def test_sysctl_read_only_below_floor_with_ignore_missing_is_info() -> None:
     f = facts()
     f["sysctl"]["net.core.rmem_max"] = {"value": "212992", "state": "read_only"}
-    found = [x for x in compare(plan(), f, options={"rtt_us": 1})]
+    found = list(compare(plan(), f, options={"rtt_us": 1}))
     assert checks(found) == [("sysctl", "sysctl-read-only", "net.core.rmem_max")]
     assert found[0]["severity"] == "info"
 
