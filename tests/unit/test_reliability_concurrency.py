@@ -5,10 +5,11 @@ Modules that change state take ``node_lock`` (module_utils/_fs.py, an flock on
 
 * two real ``sysctl_profile`` processes with different profiles, started together many
   times against one fake node: the managed file is always one whole profile (never
-  interleaved) — and whether the live values agree with the file afterwards (the lock is
-  taken only around apply+persist, after an unlocked read and plan);
+  interleaved) and the live values agree with the file afterwards (the lock is held around
+  the whole read -> plan -> apply -> persist);
 * a run that finds the lock held fails with a clear message instead of writing;
-* which modules take the lock at all (read from the module source).
+* every state-changing module takes the lock around read+plan+apply (read from the module
+  source).
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ def test_two_sysctl_runs_at_once(tmp_path: Path, reliability) -> None:
             case.finding(f"sysctl_profile: live values disagreed with the managed file in {mixed_live}/{ROUNDS} "
                          "concurrent rounds: read+plan run outside node_lock, so a run that planned against "
                          "a state another run is changing skips keys it thinks are already right")
+        assert mixed_live == 0
+        case.checked("live /proc/sys values equal the managed file after every round")
 
 
 def test_lock_held_fails_cleanly(run_module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reliability) -> None:
@@ -143,7 +146,9 @@ def test_which_modules_take_node_lock(reliability) -> None:
             took.append(name)
             body = src[src.index("with node_lock("):]
             block = body.split("\n")[1:12]
-            scope[name] = "read+plan+apply" if any(re.search(r"\.read\(\)", line) for line in block) else "apply only"
+            # the lock encloses the state read itself, or the module's whole run(module...)
+            whole = any(re.search(r"\.read\(\)|\brun\(module\b", line) for line in block)
+            scope[name] = "read+plan+apply" if whole else "apply only"
         case.did("lock taken by " + ", ".join(f"{n} ({scope[n]})" for n in took)
                  + "; no lock: " + (", ".join(missing) or "none"))
         for name in missing:
@@ -152,5 +157,6 @@ def test_which_modules_take_node_lock(reliability) -> None:
         for name, how in scope.items():
             if how == "apply only":
                 case.finding(f"{name}: node_lock covers apply only; state is read and planned before the lock")
-        assert "nvme_layout" in took and scope["nvme_layout"] == "read+plan+apply"
+        assert not missing, missing
+        assert all(how == "read+plan+apply" for how in scope.values()), scope
         case.checked("source of every state-changing module inspected for `with node_lock(` and what it encloses")

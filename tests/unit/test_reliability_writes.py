@@ -140,7 +140,7 @@ def test_sigkill_during_write_leaves_old_or_new(kind: str, tmp_path: Path, relia
     with reliability.case(f"kill-during-write-{kind}", f"SIGKILL x{KILLS} while {target} (~1 MiB) is "
                           "rewritten in a loop", area="interrupted write") as case:
         case.faults(KILLS)
-        for dummy in range(KILLS):
+        for _attempt in range(KILLS):
             proc = subprocess.Popen([sys.executable, str(script), str(root), target,
                                      str(tmp_path / "old"), str(tmp_path / "new")],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)

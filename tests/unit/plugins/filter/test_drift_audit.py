@@ -55,6 +55,7 @@ def test_errors_are_filter_errors() -> None:
 def test_filter_docs_render(name: str) -> None:
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"))
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "-t", "filter",
-                           f"aiinfra.datapath.{name}"], capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False)
+                           f"aiinfra.datapath.{name}"], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert name in proc.stdout

@@ -321,6 +321,9 @@ class FakeInspector:
     def partitions_of(self, name):
         return self._partitions.get(name, {})
 
+    def vanished(self, device):
+        return None
+
 
 def layout(tmp_path: Path, devices: list[dict], runner: FakeRunner | None = None, mounts=None,
            inspector=None, **over) -> nl.NvmeLayout:
@@ -554,12 +557,30 @@ def test_module_rejects_argument_spec_violations(tmp_path, run_module):
 
 
 def test_module_names_a_path_that_is_not_a_block_device(tmp_path, run_module):
-    plain = tmp_path / "disk.img"
-    plain.write_bytes(b"\0" * 1024)
-    missing = run_module(nvme_layout.main, _args(tmp_path, devices=[str(tmp_path / "nope")]), expect_failure=True)
-    assert missing["msg"] == "device %s does not exist" % (tmp_path / "nope")
-    result = run_module(nvme_layout.main, _args(tmp_path, devices=[str(plain)]), expect_failure=True)
-    assert "is not a block device" in result["msg"] and str(plain) in result["msg"]
+    missing = run_module(nvme_layout.main, _args(tmp_path, devices=["/dev/dpz-nonexistent"]), expect_failure=True)
+    assert missing["msg"] == "device /dev/dpz-nonexistent does not exist"
+    result = run_module(nvme_layout.main, _args(tmp_path, devices=["/dev/null"]), expect_failure=True)
+    assert "is not a block device" in result["msg"] and "/dev/null" in result["msg"]
+
+
+@pytest.mark.parametrize("devices,message", [
+    (["/dev/loop\x00x"], "devices must not contain a NUL character"),
+    (["relative/loop0"], "is not a device path (an absolute path under /dev/)"),
+    (["/tmp/disk.img"], "is not a device path (an absolute path under /dev/)"),
+    (["/dev/"], "is not a device path"),
+])
+def test_module_rejects_device_paths_outside_dev(tmp_path, run_module, devices, message):
+    result = run_module(nvme_layout.main, _args(tmp_path, devices=devices), expect_failure=True)
+    assert message in result["msg"]
+
+
+def test_module_rejects_nul_in_any_path_and_a_relative_root(tmp_path, run_module, monkeypatch):
+    result = run_module(nvme_layout.main, _args(tmp_path, mount=dict(path="/mnt/x\x00y")), expect_failure=True)
+    assert "mount must not contain a NUL character" in result["msg"]
+    monkeypatch.chdir(tmp_path)
+    result = run_module(nvme_layout.main, _args(tmp_path, root="relative/dir"), expect_failure=True)
+    assert "root must be an absolute path" in result["msg"]
+    assert not (tmp_path / "relative").exists()
 
 
 def test_module_without_raid_needs_exactly_one_device(tmp_path, run_module):
@@ -688,3 +709,149 @@ def test_xfs_below_its_minimum_size_is_refused_before_partitioning(tmp_path):
         lay.plan()
     ext4 = layout(tmp_path, [small], filesystem=dict(type="ext4", label="model-cache"))
     assert kinds(ext4.plan())[:2] == ["partition", "mkfs"]
+
+
+# --------------------------------------------------------------------------- unreadable, blank-looking devices
+
+EPERM = "wipefs: error: /dev/loopX: probing initialization failed: Operation not permitted\n"
+
+
+def inspected(runner: FakeRunner, tmp_path: Path, monkeypatch, read=None, sys_size="1048576") -> dict:
+    """``Inspector.inspect`` of DEV with the tools answered by ``runner`` (recorded outputs of the
+    blank device unless overridden), the device node faked as a block device, its sysfs size
+    ``sys_size`` and the direct read answered by ``read``."""
+    sysfs = tmp_path / "sys" / "class" / "block" / "loopX"
+    sysfs.mkdir(parents=True)
+    (sysfs / "size").write_text(sys_size + "\n")
+    (sysfs / "dev").write_text("7:9\n")
+    real_stat = os.stat
+    monkeypatch.setattr(nl.os.path, "realpath", lambda p: p)
+    monkeypatch.setattr(nl.os, "stat", lambda p, *a, **k: os.stat_result((0o60660,) + (0,) * 9)
+                        if p == DEV else real_stat(p, *a, **k))
+    monkeypatch.setattr(nl, "read_ends", lambda device: read or dict(nonzero=None, error=None, size=536870912))
+    return nl.Inspector(runner, sys_root=str(tmp_path / "sys")).inspect(DEV, [], set())
+
+
+def blank_outputs(**over) -> dict:
+    outputs = {
+        ("lsblk", "-J", "-b", "-o", nl.LSBLK_COLUMNS, "-d", DEV): (0, nl.strip_header(fx("empty.lsblk.txt")), ""),
+        ("wipefs", "-n", "-J", DEV): (0, "", ""),
+        ("blkid", "-p", "-o", "export", DEV): (2, "", ""),
+    }
+    for key, answer in over.items():
+        outputs[tuple(a if a != "DEV" else DEV for a in key.split())] = answer
+    return outputs
+
+
+def guard_of(tmp_path: Path, raw: dict, **over) -> nl.LayoutError:
+    lay = layout(tmp_path, [raw], **over)
+    with pytest.raises(nl.LayoutError) as err:
+        lay.guard()
+    assert lay.runner.commands == []
+    return err.value
+
+
+def test_blank_device_with_working_probes_is_empty(tmp_path, monkeypatch):
+    raw = inspected(FakeRunner(blank_outputs()), tmp_path, monkeypatch)
+    assert raw["probe_errors"] == [] and not raw["vanished"]
+    lay = layout(tmp_path, [raw])
+    lay.guard()
+    assert lay.devices[0]["class"] == "empty" and kinds(lay.plan())[:2] == ["partition", "mkfs"]
+
+
+@pytest.mark.parametrize("failing,answer,probe", [
+    ("wipefs -n -J DEV", (1, "", EPERM), "wipefs -n failed (rc 1): wipefs: error"),
+    ("blkid -p -o export DEV", (2, "", "blkid: error: /dev/loopX: Operation not permitted\n"),
+     "blkid -p failed (rc 2): blkid: error"),
+    ("blkid -p -o export DEV", (4, "", ""), "blkid -p failed (rc 4)"),
+    ("lsblk -J -b -o %s -d DEV" % nl.LSBLK_COLUMNS, (32, "", "lsblk: /dev/loopX: not a block device\n"),
+     "lsblk -J failed (rc 32)"),
+])
+def test_a_device_that_cannot_be_probed_is_refused_even_when_named_for_wiping(tmp_path, monkeypatch, failing,
+                                                                               answer, probe):
+    raw = inspected(FakeRunner(blank_outputs(**{failing: answer})), tmp_path, monkeypatch)
+    assert raw["probe_errors"]
+    for wipe in ([], [DEV]):
+        err = guard_of(tmp_path, raw, wipe_serials=wipe)
+        assert "%s (%s) cannot be probed" % (DEV, DEV) in err.msg and probe in err.msg
+        assert "nothing was changed" in err.msg
+        assert [d["class"] for d in err.result["devices"]] == ["unprobeable"]
+
+
+def test_a_device_whose_first_mib_cannot_be_read_is_refused(tmp_path, monkeypatch):
+    raw = inspected(FakeRunner(blank_outputs()), tmp_path, monkeypatch,
+                    read=dict(nonzero=None, error="open(/dev/loopX): Operation not permitted", size=None))
+    err = guard_of(tmp_path, raw, wipe_serials=[DEV])
+    assert "cannot read the device: open(/dev/loopX): Operation not permitted" in err.msg
+    assert err.result["devices"][0]["class"] == "unprobeable"
+
+
+def test_non_zero_data_without_any_signature_is_unknown_data(tmp_path, monkeypatch):
+    raw = inspected(FakeRunner(blank_outputs()), tmp_path, monkeypatch,
+                    read=dict(nonzero="first MiB", error=None, size=536870912))
+    err = guard_of(tmp_path, raw)
+    assert "%s (%s) holds unknown data (non-zero bytes in the first MiB" % (DEV, DEV) in err.msg
+    assert err.result["devices"][0]["class"] == "foreign"
+    allowed = layout(tmp_path, [raw], wipe_serials=[DEV])          # named for wiping: wiped, then laid out
+    allowed.guard()
+    assert kinds(allowed.plan())[:3] == ["wipe", "partition", "mkfs"]
+    whole = layout(tmp_path, [raw], partition=False, wipe_serials=[DEV])
+    whole.guard()
+    assert kinds(whole.plan())[:2] == ["wipe", "mkfs"]
+
+
+def test_read_ends_reads_zeros_of_a_sparse_image_and_finds_data_at_either_end(tmp_path):
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as fh:
+        fh.truncate(8 * 1024 * 1024)
+    assert nl.read_ends(str(image)) == dict(nonzero=None, error=None, size=8 * 1024 * 1024)
+    with open(image, "r+b") as fh:
+        fh.seek(8 * 1024 * 1024 - 10)
+        fh.write(b"x")
+    assert nl.read_ends(str(image))["nonzero"] == "last MiB"
+    with open(image, "r+b") as fh:
+        fh.seek(4096)
+        fh.write(b"x")
+    assert nl.read_ends(str(image))["nonzero"] == "first MiB"
+    assert "No such file" in nl.read_ends(str(tmp_path / "nope"))["error"]
+    (tmp_path / "empty.img").write_bytes(b"")
+    assert nl.read_ends(str(tmp_path / "empty.img"))["size"] == 0
+
+
+@pytest.mark.parametrize("sys_size,read_size", [("0", 536870912), ("1048576", 0)])
+def test_a_vanished_device_of_size_0_is_refused_before_any_probe(tmp_path, monkeypatch, sys_size, read_size):
+    runner = FakeRunner(blank_outputs())
+    raw = inspected(runner, tmp_path, monkeypatch, sys_size=sys_size,
+                    read=dict(nonzero=None, error=None, size=read_size))
+    assert "has size 0" in raw["vanished"]
+    for wipe in ([], [DEV]):
+        err = guard_of(tmp_path, raw, wipe_serials=wipe)
+        assert "%s (%s): device vanished or has no media" % (DEV, DEV) in err.msg
+        assert err.result["devices"][0]["class"] == "vanished"
+
+
+def test_lsblk_size_0_is_vanished():
+    dev = classify("empty", raw=dict(lsblk=fx("empty.lsblk.txt").replace("536870912", "0")))
+    assert dev["class"] == "vanished"
+
+
+def test_apply_stops_before_any_change_when_a_device_vanished_after_planning(tmp_path):
+    class Gone(FakeInspector):
+        def vanished(self, device):
+            return "device vanished or has no media: %s has size 0" % device
+
+    lay = layout(tmp_path, [raw_device("empty")], inspector=Gone())
+    lay.guard()
+    lay.plan()
+    with pytest.raises(nl.LayoutError, match="nothing was changed on any device; device vanished or has no media: "
+                                             "/dev/loopX has size 0"):
+        lay.apply()
+    assert lay.runner.commands == []
+
+
+def test_a_failed_blkid_of_the_filesystem_target_is_not_taken_for_blank(tmp_path):
+    runner = FakeRunner({("blkid", "-p", "-o", "export", DEV + "p1"): (2, "", "blkid: error: Permission denied\n")})
+    lay = layout(tmp_path, [raw_device("ours-partition")], runner=runner)
+    lay.guard()
+    with pytest.raises(nl.LayoutError, match="cannot probe /dev/loopXp1: blkid -p failed"):
+        lay.plan()
