@@ -34,6 +34,9 @@ PART_CODE_LINUX = "8300"
 ALIGN_BYTES = 1024 * 1024
 XFS_MIN_BYTES = 300 * 1024 * 1024
 PT_SIGNATURES = ("gpt", "PMBR")
+# Bytes read directly at each end of a device whose probes found nothing: a blank device
+# (or a sparse loop image) reads zeros there, anything else is data no tool recognised.
+RAW_CHECK_BYTES = 1024 * 1024
 # Mount flags the kernel shows per mount and that ``mount -o remount`` changes safely.
 VFS_FLAGS = (
     "noatime",
@@ -255,7 +258,7 @@ def build_device(raw):
         name=os.path.basename(raw["device"]),
         majmin=raw.get("majmin"),
         type=top.get("type"),
-        size=top.get("size") or raw.get("size"),
+        size=top.get("size") if top.get("size") is not None else raw.get("size"),
         serial=top.get("serial"),
         wwn=top.get("wwn"),
         model=(top.get("model") or "").strip() or None,
@@ -272,6 +275,9 @@ def build_device(raw):
         holders=raw.get("holders", []),
         swap=raw.get("swap", False),
         aliases=raw.get("aliases", []),
+        probe_errors=list(raw.get("probe_errors") or []),
+        vanished=raw.get("vanished"),
+        raw_read=raw.get("raw_read"),
     )
 
 
@@ -317,7 +323,8 @@ def _dedupe(items):
 
 
 def classify(dev, spec, n_members):
-    """Classify one device: empty | ours-exact | ours-partial | foreign | in-use.
+    """Classify one device: empty | ours-exact | ours-partial | foreign | in-use |
+    vanished (no media, size 0) | unprobeable (a probe or the direct read failed).
 
     Adds ``class``, ``found`` (what is on it, in words), ``member`` (the node that is or
     will be the array member / filesystem device) and ``member_state``.
@@ -335,7 +342,32 @@ def classify(dev, spec, n_members):
         return _set(dev, "in-use", found, None, None)
     if dev["ro"]:
         return _set(dev, "in-use", ["read-only device"], None, None)
+    if dev.get("vanished") or str(dev.get("size")) == "0":
+        why = dev.get("vanished") or "device vanished or has no media: %s has size 0" % dev["device"]
+        return _set(dev, "vanished", [why], None, None)
+    if dev.get("probe_errors"):
+        return _set(dev, "unprobeable", list(dev["probe_errors"]), None, None)
+    raw_read = dev.get("raw_read") or {}
+    if raw_read.get("error"):
+        return _set(dev, "unprobeable", ["cannot read the device: %s" % raw_read["error"]], None, None)
+    _classify_content(dev, spec, n_members)
+    if dev["class"] == "empty" and raw_read.get("nonzero"):
+        # wipefs and blkid found no signature, yet the device is not blank: data of a kind
+        # no tool recognises (or signatures erased with wipefs -a over a filesystem).
+        _set(
+            dev,
+            "foreign",
+            ["unknown data (non-zero bytes in the %s, no signature found by wipefs or blkid)" % raw_read["nonzero"]],
+            dev["member"],
+            dev["member_state"],
+        )
+        dev["unknown_data"] = True
+    return dev
 
+
+def _classify_content(dev, spec, n_members):
+    """Classify by the signatures the probes found (the device is probed and not in use)."""
+    found = []
     sigs = dev["signatures"]
     whole_kinds = [s["type"] for s in sigs]
     if spec.get("partition", True):
@@ -591,9 +623,21 @@ class Inspector(object):
             backing_file=self._read(os.path.join(self._sysblock(name), "loop", "backing_file")),
             aliases=self._aliases(device),
         )
-        raw["lsblk"] = self._out(["lsblk", "-J", "-b", "-o", LSBLK_COLUMNS, "-d", device])
-        raw["wipefs"] = self._out(["wipefs", "-n", "-J", device])
-        raw["blkid"] = self._out(["blkid", "-p", "-o", "export", device])
+        errors = raw["probe_errors"] = []
+        raw["vanished"] = self.vanished(device)
+        if raw["vanished"]:
+            # No media: every probe would read nothing and call it blank.
+            raw.update(lsblk="", wipefs="", blkid="", partition_nodes={}, part_blkid={}, part_wipefs={},
+                       part_examine={}, holders=self.holders(name), mounts=[], swap=False)
+            return raw
+        raw["lsblk"] = self._probe_out(["lsblk", "-J", "-b", "-o", LSBLK_COLUMNS, "-d", device], errors)
+        if not errors and not parse_lsblk(raw["lsblk"]):
+            errors.append("cannot probe %s: lsblk -d listed no device" % device)
+        raw["wipefs"] = self._probe_out(["wipefs", "-n", "-J", device], errors)
+        raw["blkid"] = self._probe_out(["blkid", "-p", "-o", "export", device], errors)
+        raw["raw_read"] = read_ends(device)
+        if raw["raw_read"]["size"] == 0:
+            raw["vanished"] = "device vanished or has no media: %s has size 0" % device
         if parse_blkid_export(raw["blkid"]).get("PTTYPE") == "gpt":
             raw["sgdisk"] = self._out(["sgdisk", "-p", device])
         nodes = self.partitions_of(name)
@@ -608,14 +652,14 @@ class Inspector(object):
             if node:
                 majmins.add(self.majmin(os.path.basename(node)))
                 holders.extend(self.holders(os.path.basename(node)))
-                raw["part_blkid"][number] = self._out(["blkid", "-p", "-o", "export", node])
-                raw["part_wipefs"][number] = self._out(["wipefs", "-n", "-J", node])
+                raw["part_blkid"][number] = self._probe_out(["blkid", "-p", "-o", "export", node], errors)
+                raw["part_wipefs"][number] = self._probe_out(["wipefs", "-n", "-J", node], errors)
                 target = node
             else:
                 # The kernel has not read the table (yet): probe the partition through the
                 # whole device at its offset, read-only.
                 sector = gpt["sector_size"]
-                raw["part_blkid"][number] = self._out(
+                raw["part_blkid"][number] = self._probe_out(
                     [
                         "blkid",
                         "-p",
@@ -626,7 +670,8 @@ class Inspector(object):
                         "-S",
                         str((part["end"] - part["start"] + 1) * sector),
                         device,
-                    ]
+                    ],
+                    errors,
                 )
                 target = None
             if target and parse_blkid_export(raw["part_blkid"][number]).get("TYPE") == "linux_raid_member":
@@ -648,6 +693,33 @@ class Inspector(object):
                     result.append(full)
         return result
 
+    def vanished(self, device):
+        """Why ``device`` has no media (a detached loop device keeps its node, size 0), or None."""
+        try:
+            if not stat.S_ISBLK(os.stat(device).st_mode):
+                return "device vanished or has no media: %s is no longer a block device" % device
+        except OSError:
+            return "device vanished or has no media: %s no longer exists" % device
+        size = self._read(os.path.join(self._sysblock(os.path.basename(device)), "size"))
+        if size is not None and size.strip() == "0":
+            return "device vanished or has no media: %s has size 0" % device
+        return None
+
+    def _probe_out(self, argv, errors):
+        """Output of a read-only probe; a probe that fails adds to ``errors`` (the device is
+        then unprobeable: an unreadable device must never look blank)."""
+        if not self.runner.which(argv[0]):
+            raise LayoutError("%s is not installed on this node; nvme_layout needs it" % argv[0])
+        rc, out, err = self.runner.run(argv, check=False)
+        if probe_failed(argv, rc, err):
+            text = (err or out or "").strip()
+            errors.append(
+                "cannot probe %s: %s failed (rc %s)%s"
+                % (argv[-1], " ".join(argv[:2]), rc, ": %s" % text[:200] if text else "")
+            )
+            return ""
+        return out
+
     def _out(self, argv):
         if not self.runner.which(argv[0]):
             if argv[0] == "mdadm":
@@ -663,6 +735,49 @@ class Inspector(object):
         if rc != 0:
             raise LayoutError("lsblk failed: %s" % (err or out).strip())
         return parse_lsblk(out)
+
+
+def probe_failed(argv, rc, err):
+    """``blkid`` exits 2 for "nothing found", but also when it cannot open the device: only a
+    silent rc 2 means nothing found. ``lsblk`` and ``wipefs -n`` must exit 0."""
+    if argv[0] == "blkid":
+        return rc not in (0, 2) or (rc == 2 and bool((err or "").strip()))
+    return rc != 0
+
+
+def read_ends(device, size=RAW_CHECK_BYTES):
+    """Read the first and last ``size`` bytes of ``device`` directly (read-only, cheap).
+
+    Returns {nonzero: None or "first MiB"/"last MiB", error: None or text, size: bytes}."""
+    result = dict(nonzero=None, error=None, size=None)
+    try:
+        fd = os.open(device, os.O_RDONLY)
+    except OSError as exc:
+        result["error"] = "open(%s): %s" % (device, exc.strerror or exc)
+        return result
+    try:
+        total = os.lseek(fd, 0, os.SEEK_END)
+        result["size"] = total
+        for where, offset in (("first MiB", 0), ("last MiB", max(0, total - size))):
+            os.lseek(fd, offset, os.SEEK_SET)
+            want = min(size, total - offset)
+            data = b""
+            while len(data) < want:
+                chunk = os.read(fd, want - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            if len(data) < want:
+                result["error"] = "short read of the %s of %s (%d of %d bytes)" % (where, device, len(data), want)
+                return result
+            if data.count(b"\0") != len(data):
+                result["nonzero"] = where
+                return result
+    except OSError as exc:
+        result["error"] = "read(%s): %s" % (device, exc.strerror or exc)
+    finally:
+        os.close(fd)
+    return result
 
 
 def match_rule(entry, rule):
@@ -794,6 +909,15 @@ class NvmeLayout(object):
         for dev in self.devices:
             if dev["class"] == "in-use":
                 refused.append("%s (%s) is in use: %s" % (dev["path"], dev["device"], "; ".join(dev["found"])))
+            elif dev["class"] == "vanished":
+                # Refused even when named in wipe_serials: there is nothing to lay out.
+                refused.append("%s (%s): %s" % (dev["path"], dev["device"], "; ".join(dev["found"])))
+            elif dev["class"] == "unprobeable":
+                # Refused even when named in wipe_serials: what it holds is not known.
+                refused.append(
+                    "%s (%s) cannot be probed, so what it holds is unknown: %s"
+                    % (dev["path"], dev["device"], "; ".join(dev["found"]))
+                )
             elif dev["class"] == "foreign" and not dev["wipe_allowed"]:
                 refused.append("%s (%s) holds %s" % (dev["path"], dev["device"], "; ".join(dev["found"])))
         if refused:
@@ -1054,8 +1178,18 @@ class NvmeLayout(object):
             return "missing"
         return "foreign"
 
-    def _probe(self, node):
-        rc, out, err = self.runner.run(["blkid", "-p", "-o", "export", node], check=False)
+    def _probe(self, node, strict=True):
+        """blkid of ``node``; a failed probe (not "nothing found") raises when ``strict``, so
+        that an unreadable target is never taken for a blank one."""
+        argv = ["blkid", "-p", "-o", "export", node]
+        rc, out, err = self.runner.run(argv, check=False)
+        if strict and probe_failed(argv, rc, err):
+            raise LayoutError(
+                "stopped before any further change: cannot probe %s: blkid -p failed (rc %s)%s"
+                % (node, rc, ": %s" % err.strip()[:200] if (err or "").strip() else ""),
+                devices=self.public_devices(),
+                actions=[],
+            )
         return parse_blkid_export(out) if rc == 0 else {}
 
     def plan_files(self, acts):
@@ -1139,6 +1273,14 @@ class NvmeLayout(object):
     # ------------------------------------------------------------------ apply
     def apply(self):
         spec = self.spec
+        # The plan was made from what the devices held a moment ago; a device that went away
+        # since (a detached loop device keeps its node with size 0) stops everything here.
+        check = getattr(self.inspector, "vanished", None)
+        gone = [why for why in (check(d["device"]) for d in self.devices) if why] if check else []
+        if gone:
+            raise LayoutError(
+                "nothing was changed on any device; %s" % " | ".join(gone), devices=self.public_devices(), actions=[]
+            )
         raid = spec.get("raid")
         fs = spec["filesystem"]
         n = len(self.devices)
@@ -1209,7 +1351,7 @@ class NvmeLayout(object):
                 if (blkid.get("TYPE") or blkid.get("PTTYPE")) and not fresh_fs_target:
                     raise LayoutError("refusing mkfs on %s: it holds %s" % (self.fs_target, describe_content(blkid)))
                 self._run(mkfs_argv(fs, raid, n, self.fs_target, force=fresh_fs_target))
-                self.uuid = self._probe(self.fs_target).get("UUID")
+                self.uuid = self._probe(self.fs_target, strict=False).get("UUID")
                 act["target"] = self.fs_target
             elif kind == "mkdir":
                 os.makedirs(act["target"], 0o755)
@@ -1251,7 +1393,7 @@ class NvmeLayout(object):
         # assembled array that already holds our filesystem, directories already right).
         self.actions = [a for a in self.actions if not a.pop("skipped", False)]
         if not self.uuid and self.fs_target:
-            self.uuid = self._probe(self.fs_target).get("UUID")
+            self.uuid = self._probe(self.fs_target, strict=False).get("UUID")
 
     @staticmethod
     def _apply_directory(want):

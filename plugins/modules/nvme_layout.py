@@ -18,7 +18,8 @@ description:
     per-host plan unchanged.
   - "Flow: resolve the devices (real paths); inspect every device with C(lsblk),
     C(wipefs -n), C(blkid -p), the GPT (C(sgdisk -p)) and C(mdadm --examine); classify
-    each as C(empty), C(ours-exact), C(ours-partial), C(foreign) or C(in-use); run the
+    each as C(empty), C(ours-exact), C(ours-partial), C(foreign), C(in-use),
+    C(unprobeable) or C(vanished); run the
     data-loss guard over all devices; compute an ordered action list; then, outside check
     mode, run it."
   - B(Data-loss guard.) A device that carries any signature (partition table, filesystem,
@@ -27,6 +28,16 @@ description:
     elsewhere, holds the root or boot filesystem, is active swap, or is held by another md
     or device-mapper device is always refused. The guard runs before anything is changed
     on any device; check mode reports the same decision.
+  - B(Unprobeable and vanished devices.) A device that cannot be probed (C(lsblk) or
+    C(wipefs -n) fails, C(blkid -p) fails or exits 2 with an error message, or its first
+    and last MiB cannot be read directly) is classed C(unprobeable) and always refused,
+    even when O(wipe_serials) names it, naming the device and the probe that failed. A
+    device of size 0 or whose node is gone (a detached loop device keeps its node with
+    size 0) is classed C(vanished) and always refused; this is checked again before the
+    first change on any device.
+  - A device on which no tool finds a signature but whose first or last MiB holds non-zero
+    bytes holds unknown data; it is classed C(foreign) and refused unless O(wipe_serials)
+    names it. A blank device (or a sparse image) reads zeros there.
   - Converges from any partial state of its own (partition without filesystem, array not
     assembled, filesystem not mounted, mounted without fstab entry) and changes nothing
     when the layout is complete.
@@ -54,6 +65,7 @@ options:
     description:
       - The devices to use, by path (C(/dev/nvme0n1), C(/dev/disk/by-id/nvme-...)).
         Loop devices are accepted here (the lab gives every node one).
+      - Each must be an absolute path under C(/dev/).
       - Mutually exclusive with O(select).
     type: list
     elements: path
@@ -197,6 +209,7 @@ options:
     description:
       - For tests. Directory that O(fstab), O(mdadm_conf) and the lock file resolve below.
         Devices and the mount point are never redirected.
+      - Must be an absolute path.
     type: path
     default: /
 notes:
@@ -267,8 +280,9 @@ actions:
 devices:
   description:
     - The devices found and how they were classified; C(class) is C(empty),
-      C(ours-exact), C(ours-partial), C(foreign) or C(in-use), C(found) lists what is on
-      the device in words.
+      C(ours-exact), C(ours-partial), C(foreign), C(in-use), C(unprobeable) or
+      C(vanished), C(found) lists what is on the device in words (for C(unprobeable), the
+      probes that failed).
   returned: always
   type: list
   elements: dict
@@ -362,7 +376,30 @@ def argument_spec():
     )
 
 
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            for text in _strings(key):
+                yield text
+            for text in _strings(item):
+                yield text
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            for text in _strings(item):
+                yield text
+
+
 def validate(params):
+    for key, value in params.items():
+        if any("\x00" in text for text in _strings(value)):
+            raise LayoutError("%s must not contain a NUL character" % key)
+    if not (params["root"] or "").startswith("/"):
+        raise LayoutError("root must be an absolute path, got %r" % params["root"])
+    for path in params["devices"] or []:
+        if not path.startswith("/dev/") or path.rstrip("/") == "/dev":
+            raise LayoutError("devices: %r is not a device path (an absolute path under /dev/)" % path)
     if not params["devices"] and not params["select"]:
         raise LayoutError("one of devices or select is required")
     if params["devices"] and params["select"]:

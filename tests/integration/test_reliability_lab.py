@@ -474,15 +474,8 @@ def test_root_disk_refused(lab: LabHandle, reliability) -> None:
                  f"{json.dumps(res.get('devices'))[:300]}; planned actions "
                  f"{[a.get('action') for a in res.get('actions', [])]}")
         assert head_sha() == head
-        if result.rc == 0:
-            case.finding(
-                f"nvme_layout planned mkfs on {root_disk} (the host's root filesystem) in check mode and classed it "
-                "'empty': NvmeInspector._out() in plugins/module_utils/_nvme_layout.py returns '' when wipefs/blkid "
-                "fail (here both fail with EPERM; blkid even exits 2, its 'nothing found' code), so an unreadable "
-                "device looks blank. In the lab the node's / is an overlay, so the 'mounted' guard does not see it "
-                "either. Fix: treat a probe error (wipefs rc!=0, blkid rc 2 with stderr) as 'cannot probe: refused', "
-                "and refuse a device whose first MiB cannot be read")
-            pytest.xfail("nvme_layout treats an unprobeable device as empty (see finding)")
+        assert result.rc != 0, f"nvme_layout planned {[a.get('action') for a in res.get('actions', [])]} on {root_disk}"
+        assert res.get("actions", []) == []
         assert result.rc != 0 and root_disk.split("/")[-1] in msg
         case.checked("refused in check mode (never run for real); first MiB of the root disk "
                      + ("identical before/after" if not head.startswith("unreadable") else
@@ -515,3 +508,5 @@ def test_disk_vanished_between_plan_and_apply(lab: LabHandle, blank_disk: tuple[
                          "/dev node with size 0, the guard classed it 'empty' and the module ran mkfs, which "
                          "failed. Refuse a device whose size is 0 (or below the plan's size) in the guard of "
                          "plugins/module_utils/_nvme_layout.py before any write")
+        assert "vanished" in msg and "mkfs" not in msg, msg
+        case.checked("refused by the guard as vanished (size 0) before any command ran")

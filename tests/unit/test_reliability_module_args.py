@@ -185,8 +185,6 @@ def _split(tracebacks: list[str]) -> tuple[list[str], list[str]]:
 # Defects found by this file in module code (owned elsewhere): the case is recorded as failed
 # and the test xfails until the module is fixed (strict: a fix turns it into a reminder).
 KNOWN = {
-    "nvme_layout": "NUL byte in devices/mount path: ValueError from os.path.realpath escapes main() "
-                   "(plugins/module_utils/_nvme_layout.py read(), not caught in plugins/modules/nvme_layout.py main())",
 }
 CORE_NOTE = ("ansible-core %s argument validation raised before the module's own code ran (a non-dict "
              "value for a dict parameter with `options`: TypeError in set_fallbacks(); Infinity for an int "

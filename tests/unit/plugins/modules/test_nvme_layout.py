@@ -853,5 +853,7 @@ def test_a_failed_blkid_of_the_filesystem_target_is_not_taken_for_blank(tmp_path
     runner = FakeRunner({("blkid", "-p", "-o", "export", DEV + "p1"): (2, "", "blkid: error: Permission denied\n")})
     lay = layout(tmp_path, [raw_device("ours-partition")], runner=runner)
     lay.guard()
+    assert kinds(lay.plan())[0] == "mkfs"
     with pytest.raises(nl.LayoutError, match="cannot probe /dev/loopXp1: blkid -p failed"):
-        lay.plan()
+        lay.apply()
+    assert lay.runner.commands == []                                    # no mkfs
