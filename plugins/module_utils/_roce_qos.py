@@ -66,7 +66,7 @@ def normalize(item, where):
         for key, prio in item["dscp2prio"].items():
             try:
                 dscp, prio = int(key), int(prio)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 errors.append("%s.dscp2prio: %r: %r is not a number" % (where, key, prio))
                 continue
             if not 0 <= dscp <= 63 or not 0 <= prio < NPRIO:

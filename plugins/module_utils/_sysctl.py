@@ -229,7 +229,8 @@ def normalise_keys(raw_keys):
     for name in sorted(raw_keys or {}):
         spec = raw_keys[name]
         canon = canonical_name(str(name))
-        if not canon or canon.startswith(".") or ".." in canon or " " in canon:
+        if (not canon or canon.startswith(".") or ".." in canon or " " in canon
+                or any(ord(c) < 32 or ord(c) == 127 for c in canon)):
             errors.append("%s: not a valid sysctl name" % name)
             continue
         if not isinstance(spec, dict):
@@ -388,10 +389,22 @@ class SysctlProfile(object):
             if error is None:
                 done.append((name, before))
                 continue
-            rollback = self.rollback(done)
+            # the failing key itself may hold a changed (clamped) value: restore it too
+            undo = list(done)
+            if actual is None or split_value(actual) != split_value(before):
+                undo.append((name, before))
+            rollback = self.rollback(undo)
+            own = [r for r in rollback if r["key"] == name]
+            if not own:
+                state = "%s left unchanged at %r" % (name, before)
+            elif own[0]["ok"]:
+                state = "%s restored to %r" % (name, before)
+            else:
+                state = "%s could not be restored to %r" % (name, before)
             raise SysctlError(
-                "%s: %s: wanted %r, kernel holds %r; rolled back %d key(s) changed in this run"
-                % (name, error, target, actual, len([r for r in rollback if r["ok"]])),
+                "%s: %s: wanted %r, kernel holds %r; %s; rolled back %d other key(s) changed in "
+                "this run" % (name, error, target, actual, state,
+                              len([r for r in rollback if r["ok"] and r["key"] != name])),
                 key=name, wanted=target, actual=actual, rollback=rollback)
 
     def rollback(self, done):

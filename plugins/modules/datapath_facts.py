@@ -178,7 +178,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._datapath_facts import SECTIONS, DatapathFacts
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import host_root
 from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import Runner
 
 
@@ -195,7 +195,7 @@ def argument_spec():
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    facts = DatapathFacts(HostRoot(module.params["root"]), Runner(module), module.params).collect()
+    facts = DatapathFacts(host_root(module), Runner(module), module.params).collect()
     module.exit_json(changed=False, ansible_facts={"datapath_facts": facts})
 
 

@@ -210,9 +210,11 @@ rollback:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    DEFAULT_LOCK_PATH,
     HostRoot,
     LockTimeout,
+    host_root,
+    lock_path,
+    no_lock,
     node_lock,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import (
@@ -313,33 +315,32 @@ def run(module):
         result["pages"] = reports
 
     if not module.check_mode and (actions or any("not_attempted" in p for p in setup.page_plans)):
-        with node_lock(host.path(DEFAULT_LOCK_PATH)):
-            done, outcome = setup.apply_pools()
-            failures = []
-            reports = []
-            for plan, short, errors in outcome:
-                reports.append(_page_report(plan, after=plan["allocated"], shortfall=short))
-                if not short:
-                    continue
-                message = setup.shortfall_message(plan, errors)
-                if plan["persist"] == "cmdline":
-                    result["reboot_required"] = True
-                    module.warn(message + "; the pages are persisted on the kernel command line "
-                                "and are allocated at the next boot")
-                elif params["on_shortfall"] == "warn":
-                    module.warn(message)
-                else:
-                    failures.append(message)
-            result["pages"] = reports
-            if failures:
-                rollback = setup.rollback(done)
-                raise HugePagesError(
-                    "the kernel allocated fewer HugePages than requested (memory fragmented or "
-                    "too small): %s; pools changed in this run were restored"
-                    % "; ".join(failures), pages=reports, rollback=rollback)
-            setup.apply_thp()
-            setup.apply_mounts()
-            setup.write_files()
+        done, outcome = setup.apply_pools()
+        failures = []
+        reports = []
+        for plan, short, errors in outcome:
+            reports.append(_page_report(plan, after=plan["allocated"], shortfall=short))
+            if not short:
+                continue
+            message = setup.shortfall_message(plan, errors)
+            if plan["persist"] == "cmdline":
+                result["reboot_required"] = True
+                module.warn(message + "; the pages are persisted on the kernel command line "
+                            "and are allocated at the next boot")
+            elif params["on_shortfall"] == "warn":
+                module.warn(message)
+            else:
+                failures.append(message)
+        result["pages"] = reports
+        if failures:
+            rollback = setup.rollback(done)
+            raise HugePagesError(
+                "the kernel allocated fewer HugePages than requested (memory fragmented or "
+                "too small): %s; pools changed in this run were restored"
+                % "; ".join(failures), pages=reports, rollback=rollback)
+        setup.apply_thp()
+        setup.apply_mounts()
+        setup.write_files()
 
     if module._diff:
         result["diff"] = [
@@ -358,8 +359,11 @@ def run(module):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    host = host_root(module)
     try:
-        result = run(module)
+        # one lock around read -> plan -> apply -> persist (none in check mode: nothing changes)
+        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
+            result = run(module)
     except HugePagesError as exc:
         module.fail_json(msg=exc.msg, **exc.result)
     except CommandError as exc:

@@ -148,10 +148,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import (
     validate,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    DEFAULT_LOCK_PATH,
     HostRoot,
     LockTimeout,
     atomic_write,
+    host_root,
+    lock_path,
+    no_lock,
     node_lock,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import (
@@ -211,17 +213,19 @@ def run(module):
         result["diff"] = diff
     if module.check_mode or not actions:
         return result
-    with node_lock(host.path(DEFAULT_LOCK_PATH)):
-        backend.apply(actions)
-        if reboot_required and flag and not host.exists(flag):
-            atomic_write(host.path(flag), "", mode=0o644)
+    backend.apply(actions)
+    if reboot_required and flag and not host.exists(flag):
+        atomic_write(host.path(flag), "", mode=0o644)
     return result
 
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    host = host_root(module)
     try:
-        result = run(module)
+        # one lock around read -> plan -> apply -> persist (none in check mode: nothing changes)
+        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
+            result = run(module)
     except CmdlineError as exc:
         module.fail_json(msg=exc.msg, **exc.result)
     except CommandError as exc:

@@ -197,7 +197,7 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    DEFAULT_LOCK_PATH, HostRoot, LockTimeout, node_lock,
+    LockTimeout, host_root, lock_path, no_lock, node_lock,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
     IpLink, LinkError, depth, describe_match, link_kind, match_interfaces, mtu_limits,
@@ -264,8 +264,21 @@ def resolve(items, links, host):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    host = host_root(module)
+    try:
+        # one lock around read -> plan -> apply -> persist, so that a run never plans against a
+        # state that another run is changing (none in check mode: nothing changes)
+        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
+            run(module, host)
+    except LockTimeout as exc:
+        module.fail_json(msg=str(exc))
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="link_mtu: %s" % exc)
+
+
+def run(module, host):
+    """Read, plan, apply and persist; ends in exit_json or fail_json."""
     p = module.params
-    host = HostRoot(p["root"])
     runner = Runner(module)
     ip = IpLink(runner, ip=runner.which("ip") or "ip")
 
@@ -373,26 +386,25 @@ def main():
 
     done = []
     try:
-        with node_lock(host.path(DEFAULT_LOCK_PATH)):
-            if live and p["verify_after"]:
-                silent = sorted(k for k, ok in _ping_all(runner, ping, p["verify_after"]).items() if not ok)
-                if silent:
-                    module.fail_json(msg="verify_after peers %s do not answer before the change, so they cannot "
-                                         "judge it; nothing changed" % ", ".join(silent), actions=actions)
-            for row in live:
-                ip.set_mtu(row["name"], row["mtu"])
-                done.append(row)
-            if live and p["verify_after"]:
-                verified = _ping_all(runner, ping, p["verify_after"])
-                result["verified"] = verified
-                lost = sorted(k for k, ok in verified.items() if not ok)
-                if lost:
-                    reverted = _revert(ip, done)
-                    module.fail_json(msg="peers %s stopped answering after the MTU change; reverted %s, "
-                                         "nothing persisted" % (", ".join(lost), ", ".join(reverted)),
-                                     verified=verified, actions=actions, interfaces=result_rows)
-            for change in changes:
-                change.apply(host, runner)
+        if live and p["verify_after"]:
+            silent = sorted(k for k, ok in _ping_all(runner, ping, p["verify_after"]).items() if not ok)
+            if silent:
+                module.fail_json(msg="verify_after peers %s do not answer before the change, so they cannot "
+                                     "judge it; nothing changed" % ", ".join(silent), actions=actions)
+        for row in live:
+            ip.set_mtu(row["name"], row["mtu"])
+            done.append(row)
+        if live and p["verify_after"]:
+            verified = _ping_all(runner, ping, p["verify_after"])
+            result["verified"] = verified
+            lost = sorted(k for k, ok in verified.items() if not ok)
+            if lost:
+                reverted = _revert(ip, done)
+                module.fail_json(msg="peers %s stopped answering after the MTU change; reverted %s, "
+                                     "nothing persisted" % (", ".join(lost), ", ".join(reverted)),
+                                 verified=verified, actions=actions, interfaces=result_rows)
+        for change in changes:
+            change.apply(host, runner)
     except LockTimeout as exc:
         module.fail_json(msg=str(exc), actions=actions, interfaces=result_rows)
     except (CommandError, OSError, IOError) as exc:

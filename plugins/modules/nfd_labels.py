@@ -162,7 +162,14 @@ hugepages_changed:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
+    HostRoot,
+    LockTimeout,
+    host_root,
+    lock_path,
+    no_lock,
+    node_lock,
+)
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import (
     DEFAULT_FEATURES_FILE,
     LabelError,
@@ -218,9 +225,14 @@ def run(module):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    host = host_root(module)
     try:
-        result = run(module)
+        # one lock around read -> plan -> apply (none in check mode: nothing changes)
+        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
+            result = run(module)
     except LabelError as exc:
+        module.fail_json(msg="nfd_labels: %s" % exc)
+    except LockTimeout as exc:
         module.fail_json(msg="nfd_labels: %s" % exc)
     except (IOError, OSError) as exc:
         module.fail_json(msg="nfd_labels: %s" % exc)

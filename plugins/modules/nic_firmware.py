@@ -142,7 +142,7 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import host_root
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
     collect, evaluate, parse_devlink_info,
 )
@@ -164,7 +164,7 @@ def argument_spec():
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
-    host = HostRoot(p["root"])
+    host = host_root(module)
     runner = Runner(module)
     for index, policy in enumerate(p["policies"]):
         if not policy.get("driver") and not policy.get("psid"):

@@ -260,7 +260,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._dcb import DcbBackend, DcbError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    DEFAULT_LOCK_PATH, HostRoot, LockTimeout, atomic_write, node_lock,
+    LockTimeout, atomic_write, host_root, lock_path, no_lock, node_lock,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
     describe_match, match_interfaces, parse_match,
@@ -395,8 +395,21 @@ def plan_interface(module, host, runner, tools, name, want, notes, quiet=False):
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    host = host_root(module)
+    try:
+        # one lock around read -> plan -> apply -> persist, so that a run never plans against a
+        # state that another run is changing (none in check mode: nothing changes)
+        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
+            run(module, host)
+    except LockTimeout as exc:
+        module.fail_json(msg=str(exc))
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="roce_qos: %s" % exc)
+
+
+def run(module, host):
+    """Read, plan, apply and persist; ends in exit_json or fail_json."""
     p = module.params
-    host = HostRoot(p["root"])
     runner = Runner(module)
 
     links = sysfs_links(host)
@@ -460,19 +473,18 @@ def main():
         module.exit_json(**result)
 
     try:
-        with node_lock(host.path(DEFAULT_LOCK_PATH)):
-            for _row, steps in plans:
-                for step in steps:
-                    run_step(step, host, runner)
-            for path, text, mode in files:
-                atomic_write(host.path(path), text, mode=mode)
-            if p["persist"] and replay and "enable" in " ".join(persist["changes"]):
-                link = host.path(UNIT_LINK)
-                if not os.path.isdir(os.path.dirname(link)):
-                    os.makedirs(os.path.dirname(link), 0o755)
-                if os.path.lexists(link):
-                    os.unlink(link)
-                os.symlink(UNIT_FILE, link)
+        for _row, steps in plans:
+            for step in steps:
+                run_step(step, host, runner)
+        for path, text, mode in files:
+            atomic_write(host.path(path), text, mode=mode)
+        if p["persist"] and replay and "enable" in " ".join(persist["changes"]):
+            link = host.path(UNIT_LINK)
+            if not os.path.isdir(os.path.dirname(link)):
+                os.makedirs(os.path.dirname(link), 0o755)
+            if os.path.lexists(link):
+                os.unlink(link)
+            os.symlink(UNIT_FILE, link)
     except LockTimeout as exc:
         module.fail_json(msg=str(exc), **result)
     except (CommandError, OSError, IOError) as exc:

@@ -19,7 +19,10 @@ description:
     bad key.
   - Writes only the live values that differ, reads each one back, and fails when the
     kernel rejects (for example C(EINVAL)) or silently clamps a value, naming the key,
-    the wanted and the actual value. Keys already changed by this call are rolled back.
+    the wanted and the actual value. Keys already changed by this call are rolled back,
+    and so is a clamped key itself.
+  - Holds the node lock (C(/run/aiinfra-datapath.lock) below O(root)) from the first read
+    to the last write, so that two runs at once never leave live values and file apart.
   - Multi-value keys such as C(net.ipv4.tcp_rmem) are compared field by field, so
     whitespace and the tabs in C(/proc) output never cause a change.
   - Persists the profile in its own file (written atomically with mode C(0644), only when
@@ -153,9 +156,11 @@ rollback:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    DEFAULT_LOCK_PATH,
     HostRoot,
     LockTimeout,
+    host_root,
+    lock_path,
+    no_lock,
     node_lock,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
@@ -225,17 +230,20 @@ def run(module):
         ]
     if module.check_mode or not result["changed"]:
         return result
-    with node_lock(host.path(DEFAULT_LOCK_PATH)):
-        profile.apply(writes)
-        if file_changed:
-            profile.persist(content)
+    profile.apply(writes)
+    if file_changed:
+        profile.persist(content)
     return result
 
 
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    host = host_root(module)
     try:
-        result = run(module)
+        # one lock around read -> plan -> apply -> persist: a run never plans against a state
+        # that another run is changing (check mode changes nothing and takes no lock)
+        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
+            result = run(module)
     except SysctlError as exc:
         module.fail_json(msg=exc.msg, **exc.result)
     except LockTimeout as exc:

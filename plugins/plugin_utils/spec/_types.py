@@ -30,7 +30,7 @@ FabricName = Annotated[str, Strict(), Field(pattern=NAME_RE,
 ProfileName = Annotated[str, Strict(), Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")]
 HostName = Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}$")]
 
-_IFNAME_BAD = re.compile(r"[\s/;&|$`'\"<>()\\*?!{}\[\]#~^,=%:]")
+_IFNAME_BAD = re.compile(r"[\s/;&|$`'\"<>()\\*?!{}\[\]#~^,=%:\x00-\x1f\x7f]")
 
 
 def _check_ifname(value: Any) -> Any:
@@ -38,8 +38,8 @@ def _check_ifname(value: Any) -> Any:
         if not value or len(value) > 15:
             raise ValueError("an interface name has 1-15 characters (the kernel's IFNAMSIZ)")
         if value in (".", "..") or ".." in value or _IFNAME_BAD.search(value) or not value.isascii():
-            raise ValueError("an interface name may not contain whitespace, '/', '..', "
-                             "non-ASCII or shell characters")
+            raise ValueError("an interface name may not contain whitespace, control characters, '/', "
+                             "'..', non-ASCII or shell characters")
     return value
 
 
@@ -86,11 +86,11 @@ Size = Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | s
 SYSTEM_TREES = ("/proc", "/sys", "/dev", "/run", "/boot", "/etc", "/usr", "/bin", "/sbin")
 SYSTEM_DIRS = ("/", "/var", "/var/lib", "/var/log", "/var/tmp", "/tmp", "/home", "/root", "/opt",
                "/srv", "/mnt", "/media", "/lost+found", "/snap")
-_PATH_OK = re.compile(r"^/[A-Za-z0-9._/@+-]*$")
+_PATH_OK = re.compile(r"/[A-Za-z0-9._/@+-]*")  # fullmatch: `$` would accept a trailing newline
 
 
 def _check_abs_path(value: str, allow_hugetlbfs: bool) -> str:
-    if not _PATH_OK.match(value) or len(value) > 255:
+    if not _PATH_OK.fullmatch(value) or len(value) > 255:
         raise ValueError("a mount path is absolute, at most 255 characters of [A-Za-z0-9._/@+-]")
     if posixpath.normpath(value) != value or "/./" in value or value.endswith("/.") :
         raise ValueError(f"path is not normalised; write {posixpath.normpath(value)!r}")

@@ -31,11 +31,17 @@ class NodeTree:
         return self.path(path).exists()
 
     def snapshot(self) -> dict[str, str]:
-        """Every file, directory and mode below the root: equal snapshots = nothing touched."""
+        """Every file, directory and mode below the root: equal snapshots = nothing touched.
+
+        The node lock (``/run/aiinfra-datapath.lock``, and ``/run`` itself) is left out: a module
+        takes it around its whole read -> plan -> apply, also in a run that changes nothing.
+        """
         state: dict[str, str] = {}
         for dirpath, dirnames, filenames in os.walk(self.root):
             for name in dirnames + filenames:
                 full = os.path.join(dirpath, name)
+                if os.path.relpath(full, self.root) in ("run", "run/aiinfra-datapath.lock"):
+                    continue
                 st = os.lstat(full)
                 if os.path.isfile(full) and not os.path.islink(full):
                     with open(full, "rb") as handle:
