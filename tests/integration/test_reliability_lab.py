@@ -456,6 +456,7 @@ def test_root_disk_refused(lab: LabHandle, reliability) -> None:
     root_disk = f"/dev/{disk}" if disk else (src if src.startswith("/dev/") else "/dev/vda")
     if not os.path.exists(root_disk):
         pytest.skip(f"root disk {root_disk} not found")
+
     def head_sha() -> str:
         try:
             with open(root_disk, "rb") as fh:

@@ -125,7 +125,7 @@ def _cli(tmp_path: Path, doc: Any, name: str = "spec.yml") -> tuple[int, dict[st
 
 
 def test_base_spec_is_valid(tmp_path: Path) -> None:
-    rc, data, _ = _cli(tmp_path, BASE)
+    rc, data, _stderr = _cli(tmp_path, BASE)
     assert rc == 0 and data is not None and data["valid"], data
 
 
@@ -186,7 +186,7 @@ YAML_CASES = {
 
 def test_hostile_yaml_documents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reliability) -> None:
     for label, text in YAML_CASES.items():
-        with reliability.case("yaml-" + label.split(" (")[0].replace(" ", "-").replace(",", ""),
+        with reliability.case("yaml-" + label.split(" (", maxsplit=1)[0].replace(" ", "-").replace(",", ""),
                               f"spec file: {label}", area="spec") as case:
             case.hostile(1)
             wire = Tripwire(monkeypatch)
@@ -254,7 +254,7 @@ def test_property_hostile_strings(reliability) -> None:
         case.faults(n)
         # a value is acceptable only if it is a plain name/path: no shell metacharacters, no whitespace, no ..
         bad = [(f, v) for f, v in acc if any(c in v for c in " ;$()`|&\\\n\t*?~'\"<>\x00") or ".." in v]
-        case.did(f"{n} runs: rejected {n - len(acc)}, accepted {len(acc)}: {sorted(set(v for _, v in acc))[:6]}")
+        case.did(f"{n} runs: rejected {n - len(acc)}, accepted {len(acc)}: {sorted({value for _field, value in acc})[:6]}")
         for field, value in bad[:5]:
             case.finding(f"spec accepted {field}={value!r}")
         assert not bad, bad[:10]
