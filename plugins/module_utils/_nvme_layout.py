@@ -1276,7 +1276,12 @@ class NvmeLayout(object):
         # The plan was made from what the devices held a moment ago; a device that went away
         # since (a detached loop device keeps its node with size 0) stops everything here.
         check = getattr(self.inspector, "vanished", None)
-        gone = [why for why in (check(d["device"]) for d in self.devices) if why] if check else []
+        gone = []
+        if check is not None:
+            for device in self.devices:
+                why = check(device["device"])
+                if why:
+                    gone.append(why)
         if gone:
             raise LayoutError(
                 "nothing was changed on any device; %s" % " | ".join(gone), devices=self.public_devices(), actions=[]

@@ -381,14 +381,11 @@ def _strings(value):
         yield value
     elif isinstance(value, dict):
         for key, item in value.items():
-            for text in _strings(key):
-                yield text
-            for text in _strings(item):
-                yield text
+            yield from _strings(key)
+            yield from _strings(item)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            for text in _strings(item):
-                yield text
+            yield from _strings(item)
 
 
 def validate(params):

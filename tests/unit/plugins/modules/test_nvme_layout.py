@@ -767,8 +767,8 @@ def test_blank_device_with_working_probes_is_empty(tmp_path, monkeypatch):
     ("lsblk -J -b -o %s -d DEV" % nl.LSBLK_COLUMNS, (32, "", "lsblk: /dev/loopX: not a block device\n"),
      "lsblk -J failed (rc 32)"),
 ])
-def test_a_device_that_cannot_be_probed_is_refused_even_when_named_for_wiping(tmp_path, monkeypatch, failing,
-                                                                               answer, probe):
+def test_a_device_that_cannot_be_probed_is_refused_even_when_named_for_wiping(
+        tmp_path, monkeypatch, failing, answer, probe):
     raw = inspected(FakeRunner(blank_outputs(**{failing: answer})), tmp_path, monkeypatch)
     assert raw["probe_errors"]
     for wipe in ([], [DEV]):
