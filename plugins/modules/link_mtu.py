@@ -405,8 +405,6 @@ def run(module, host):
                                  verified=verified, actions=actions, interfaces=result_rows)
         for change in changes:
             change.apply(host, runner)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc), actions=actions, interfaces=result_rows)
     except (CommandError, OSError, IOError) as exc:
         reverted = _revert(ip, done)
         module.fail_json(msg="applying MTU failed: %s; reverted live MTU of %s"

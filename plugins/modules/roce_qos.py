@@ -485,8 +485,6 @@ def run(module, host):
             if os.path.lexists(link):
                 os.unlink(link)
             os.symlink(UNIT_FILE, link)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc), **result)
     except (CommandError, OSError, IOError) as exc:
         module.fail_json(msg="applying RoCE QoS failed: %s" % exc, **result)
 
