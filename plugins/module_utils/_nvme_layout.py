@@ -844,6 +844,12 @@ class NvmeLayout(object):
                 "select matched no device (rule %s); devices holding /, /boot, "
                 "mounted filesystems or swap are never selected" % (spec["select"],)
             )
+        count = spec["select"].get("count")
+        if count is not None and len(chosen) != count:
+            raise LayoutError(
+                "select expects %d device(s) but matched %d: %s (rule %s); nothing was changed"
+                % (count, len(chosen), ", ".join(chosen), dict((k, v) for k, v in spec["select"].items() if v is not None))
+            )
         return chosen
 
     def required_tools(self):

@@ -91,6 +91,11 @@ options:
       transport:
         description: C(lsblk) TRAN value, for example C(nvme), C(sata), C(sas).
         type: str
+      count:
+        description:
+          - How many devices the rule must match. When it matches another number the module
+            fails while reading, before it changes anything, and names the devices matched.
+        type: int
   raid:
     description:
       - md array across all devices, or null for exactly one device.
@@ -346,6 +351,7 @@ def argument_spec():
             min_size=dict(type="raw"),
             max_size=dict(type="raw"),
             transport=dict(type="str"),
+            count=dict(type="int"),
         )),
         raid=dict(type="dict", options=dict(
             level=dict(type="int", choices=[0], default=0),
@@ -401,6 +407,8 @@ def validate(params):
         raise LayoutError("one of devices or select is required")
     if params["devices"] and params["select"]:
         raise LayoutError("devices and select are mutually exclusive")
+    if params["select"] and params["select"].get("count") is not None and params["select"]["count"] < 1:
+        raise LayoutError("select.count must be at least 1, got %d" % params["select"]["count"])
     for key in ("fstab", "mdadm_conf"):
         if not params[key].startswith("/"):
             raise LayoutError("%s must be an absolute path, got %r" % (key, params[key]))

@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,3 +87,54 @@ class LabHandle:
         except ValueError:
             data = {}
         return PlayResult(proc.returncode, proc.stdout, proc.stderr, data)
+
+
+# What applying the lab spec changes: node files, the model cache mount and fstab, and the
+# global kernel values every lab on this machine shares with the host.
+CACHE_MOUNT = "/mnt/model-cache"
+NODE_FILES = ("/etc/sysctl.d/90-aiinfra-datapath.conf", "/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf",
+              "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath")
+GLOBAL_FILES = [f"/proc/sys/{k}" for k in ("fs/aio-max-nr", "fs/inotify/max_user_instances",
+                                           "fs/inotify/max_user_watches", "kernel/pid_max", "vm/max_map_count",
+                                           "vm/min_free_kbytes")] + [
+    "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"]
+THP = "/sys/kernel/mm/transparent_hugepage"
+
+
+def read_text(path: str) -> str:
+    with open(path) as handle:
+        return handle.read().strip()
+
+
+def thp_mode(name: str) -> str:
+    text = read_text(f"{THP}/{name}")
+    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else text
+
+
+@contextmanager
+def spec_applied_then_restored(lab: LabHandle, extra_files: tuple[str, ...] = ()) -> Iterator[LabHandle]:
+    """Run the body (which applies the lab spec); afterwards unmount and wipe each node's cache
+    device, remove the files the roles write, restore fstab and the host's global kernel values."""
+    saved = {path: read_text(path) for path in GLOBAL_FILES}
+    saved_thp = {name: thp_mode(name) for name in ("enabled", "defrag")}
+    fstabs = {n: lab.sh(n, "cat /etc/fstab", check=False).stdout for n in lab.nodes}
+    try:
+        yield lab
+    finally:
+        for node in lab.nodes:
+            dev = lab.state["nodes"][node]["nvme"]
+            assert dev.startswith("/dev/loop"), dev
+            files = " ".join(NODE_FILES + tuple(extra_files))
+            lab.sh(node, f"umount {CACHE_MOUNT} 2>/dev/null; rm -f {files}; "
+                         f"for p in {dev}p*; do [ -b \"$p\" ] && wipefs -aq \"$p\"; done; "
+                         f"sgdisk --zap-all {dev} >/dev/null 2>&1; wipefs -aq {dev}; partprobe {dev} 2>/dev/null; true",
+                   check=False)
+            lab.lab.run_in(node, ["/bin/sh", "-c", "cat > /etc/fstab"], check=False, input=fstabs[node])
+        for path, value in saved.items():
+            if read_text(path) != value:
+                with open(path, "w") as handle:
+                    handle.write(value)
+        for name, value in saved_thp.items():
+            if thp_mode(name) != value:
+                with open(f"{THP}/{name}", "w") as handle:
+                    handle.write(value)

@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from labtools import REPO, LabHandle, PlayResult
+from labtools import REPO, LabHandle, PlayResult, spec_applied_then_restored
 
 pytestmark = pytest.mark.lab
 
@@ -55,30 +55,10 @@ def _thp(name: str) -> str:
 @pytest.fixture(scope="module")
 def converged(lab: LabHandle) -> Iterator[LabHandle]:
     """Apply the lab spec; afterwards restore the nodes and the host's global kernel values."""
-    saved = {path: _read(path) for path in GLOBAL_FILES}
-    saved_thp = {name: _thp(name) for name in ("enabled", "defrag")}
-    fstabs = {n: lab.sh(n, "cat /etc/fstab", check=False).stdout for n in lab.nodes}
-    try:
+    with spec_applied_then_restored(lab):
         result = lab.playbook(APPLY)
         assert result.rc == 0, result.stdout[-4000:]
         yield lab
-    finally:
-        for node in lab.nodes:
-            dev = lab.state["nodes"][node]["nvme"]
-            assert dev.startswith("/dev/loop"), dev
-            lab.sh(node, f"umount {MOUNT} 2>/dev/null; rm -f {' '.join(NODE_FILES)}; "
-                         f"for p in {dev}p*; do [ -b \"$p\" ] && wipefs -aq \"$p\"; done; "
-                         f"sgdisk --zap-all {dev} >/dev/null 2>&1; wipefs -aq {dev}; partprobe {dev} 2>/dev/null; true",
-                   check=False)
-            lab.lab.run_in(node, ["/bin/sh", "-c", "cat > /etc/fstab"], check=False, input=fstabs[node])
-        for path, value in saved.items():
-            if _read(path) != value:
-                with open(path, "w") as handle:
-                    handle.write(value)
-        for name, value in saved_thp.items():
-            if _thp(name) != value:
-                with open(f"{THP}/{name}", "w") as handle:
-                    handle.write(value)
 
 
 def audit(lab: LabHandle, report_dir: Path, check: bool = False, **extra: Any) -> tuple[PlayResult, dict[str, Any]]:

@@ -1,0 +1,1 @@
+../../modules/hugepages.py

@@ -1,0 +1,1 @@
+../../modules/kernel_cmdline.py

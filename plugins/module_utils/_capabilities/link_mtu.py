@@ -1,0 +1,1 @@
+../../modules/link_mtu.py

@@ -1,0 +1,1 @@
+../../modules/nfd_labels.py

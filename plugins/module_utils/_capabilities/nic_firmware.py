@@ -1,0 +1,1 @@
+../../modules/nic_firmware.py

@@ -1,0 +1,1 @@
+../../modules/nvme_layout.py

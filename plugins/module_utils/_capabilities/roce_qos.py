@@ -1,0 +1,1 @@
+../../modules/roce_qos.py

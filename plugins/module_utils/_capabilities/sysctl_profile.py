@@ -1,0 +1,1 @@
+../../modules/sysctl_profile.py

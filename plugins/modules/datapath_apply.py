@@ -1,0 +1,140 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+# The work is done by the action plugin plugins/action/datapath_apply.py on the controller;
+# this file holds its documentation (as ansible.builtin.debug does).
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: datapath_apply
+short_description: Apply a node's whole data path in one task (facts, plan, every capability module)
+version_added: "0.2.0"
+description:
+  - The engine of the R(aiinfra.datapath.datapath role,ansible_collections.aiinfra.datapath.datapath_role)
+    and of C(playbooks/site.yml). One task per host does what the capability roles would do in
+    about twenty tasks, with the same modules and the same variables.
+  - It runs M(aiinfra.datapath.datapath_facts) (memory and NUMA layout), computes the host's
+    plan from O(spec) as the C(aiinfra.datapath.node_plan) filter does, then calls each selected
+    capability's module once, in dependency order - M(aiinfra.datapath.sysctl_profile),
+    M(aiinfra.datapath.hugepages), M(aiinfra.datapath.kernel_cmdline),
+    M(aiinfra.datapath.link_mtu), M(aiinfra.datapath.roce_qos), M(aiinfra.datapath.nic_firmware),
+    M(aiinfra.datapath.nvme_layout), M(aiinfra.datapath.nfd_labels). It stops at the first
+    capability that fails.
+  - The module arguments come from the capability roles themselves. For each capability the
+    action reads the role's C(defaults/main.yml) and its module task, and templates them with
+    role defaults < the host's variables < the task's own C(vars) < this run's plan. A variable
+    that tunes a role (for example C(link_mtu_persist) or C(nvme_cache_wipe_serials) in
+    group_vars) tunes this task the same way.
+  - It also does what the roles do around their module call - the NVMe device count check,
+    the initramfs note after an md array was recorded, the kubelet restart after HugePage pools
+    changed (opt-in, C(hugepages_restart_kubelet) / C(k8s_node_restart_kubelet)) - and returns
+    each host's out-of-policy NICs in RV(firmware_violations), so that the play can fail once
+    for every host.
+  - Tags select capabilities inside the task, with Ansible's rules - C(--tags kernel),
+    C(--tags sysctl,mtu), C(--skip-tags storage). Tag the task itself V(always).
+author:
+  - aiinfra.datapath contributors (@aiinfra)
+attributes:
+  action:
+    support: full
+    description: Runs on the controller and calls the capability modules on the host.
+  check_mode:
+    support: full
+    description: Every module runs in check mode; nothing changes.
+  diff_mode:
+    support: full
+    description: The diffs of every capability module, in order.
+  facts:
+    support: full
+    description: Sets C(datapath_facts), C(datapath_plan) and C(datapath_summary).
+  platform:
+    support: full
+    platforms: posix
+    description: Linux nodes; the controller needs pydantic 2 (requirements.txt).
+options:
+  spec:
+    description:
+      - The cluster spec (usually the C(datapath) variable). It is validated as part of the
+        plan; validate it once per run beforehand (the role does) to see every error at once.
+    type: dict
+    required: true
+  capabilities:
+    description:
+      - The capabilities to apply; they always run in the order listed under C(choices).
+    type: list
+    elements: str
+    choices: [sysctl, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_cache, k8s_node]
+    default: [sysctl, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_cache, k8s_node]
+seealso:
+  - module: aiinfra.datapath.datapath_facts
+  - module: aiinfra.datapath.sysctl_profile
+  - module: aiinfra.datapath.nvme_layout
+"""
+
+EXAMPLES = r"""
+- name: Apply the whole data path (what the datapath role does)
+  aiinfra.datapath.datapath_apply:
+    spec: "{{ datapath }}"
+  register: datapath_apply
+  tags: [always]
+
+- name: Only the kernel and memory capabilities
+  aiinfra.datapath.datapath_apply:
+    spec: "{{ datapath }}"
+    capabilities: [sysctl, hugepages, kernel_cmdline]
+"""
+
+RETURN = r"""
+capabilities:
+  description: The capabilities selected by O(capabilities) and the run's tags, in order.
+  type: list
+  elements: str
+  returned: success
+  sample: [sysctl, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_cache, k8s_node]
+results:
+  description:
+    - Per capability, the result of its module (as the role registers it, for example
+      C(sysctl_result)); V({}) for a capability not selected, C(skipped=true) for one with
+      nothing planned on this host. C(kubelet_restart) appears when kubelet was restarted.
+  type: dict
+  returned: always
+seconds:
+  description: Wall-clock seconds of each capability's module call.
+  type: dict
+  returned: success
+  sample: {sysctl: 0.31, link_mtu: 0.22}
+firmware_violations:
+  description:
+    - This host's NICs out of firmware policy (as the C(aiinfra.datapath.firmware_violations)
+      filter lists them), when C(nic_firmware_fail) is true.
+  type: list
+  elements: dict
+  returned: success
+ansible_facts:
+  description: Facts set for the host.
+  type: dict
+  returned: success
+  contains:
+    datapath_facts:
+      description: The memory section of M(aiinfra.datapath.datapath_facts).
+      type: dict
+    datapath_plan:
+      description: The host's plan (docs/plan.md).
+      type: dict
+    datapath_summary:
+      description: What changed, what needs a reboot and what is not supported on this host.
+      type: dict
+      sample:
+        changed: [sysctl, link_mtu]
+        failed: []
+        reboot_required: false
+        reboot_reasons: []
+        unsupported: ["roce_qos ens1f0np0: no DCB support (veth)"]
+        noncompliant_firmware: []
+"""

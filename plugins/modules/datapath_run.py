@@ -1,0 +1,138 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: datapath_run
+short_description: Run several capability modules of this collection in one Python process on the node
+version_added: "0.2.0"
+description:
+  - The node side of M(aiinfra.datapath.datapath_apply); use that action (or the
+    C(aiinfra.datapath.datapath) role), not this module, in playbooks.
+  - Runs each listed module's own code once, in the order given, with its own arguments
+    and argument validation, in one Python process, and returns each module's result.
+    Each module behaves exactly as when Ansible runs it alone - the same checks, the same
+    node lock, the same check mode and diff - only the start-up of a new Python process and
+    AnsiballZ payload per module is saved.
+  - Stops at the first module that fails (unless O(stop_on_failure=false)).
+author:
+  - aiinfra.datapath contributors (@aiinfra)
+attributes:
+  check_mode:
+    support: full
+    description: Every listed module runs in check mode.
+  diff_mode:
+    support: full
+    description: Every listed module returns its own diff.
+  platform:
+    support: full
+    platforms: posix
+options:
+  calls:
+    description: The module calls, in order.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      module:
+        description: The module of this collection to run.
+        type: str
+        required: true
+        choices: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_layout, nfd_labels]
+      args:
+        description: The module's arguments, as in a task.
+        type: dict
+        default: {}
+  stop_on_failure:
+    description: Run no further module after one failed.
+    type: bool
+    default: true
+seealso:
+  - module: aiinfra.datapath.datapath_apply
+"""
+
+EXAMPLES = r"""
+- name: Two capability modules in one process (what aiinfra.datapath.datapath_apply does)
+  aiinfra.datapath.datapath_run:
+    calls:
+      - module: sysctl_profile
+        args:
+          keys:
+            net.core.rmem_max: {value: "268435456"}
+      - module: nfd_labels
+        args:
+          labels: {aiinfra.io/role: gpu}
+"""
+
+RETURN = r"""
+results:
+  description: One item per module run, in order.
+  type: list
+  elements: dict
+  returned: always
+  contains:
+    module:
+      description: The module's name.
+      type: str
+    seconds:
+      description: Wall-clock seconds of the module's run.
+      type: float
+    result:
+      description: The module's own result, as it returns it when run alone (without C(invocation)).
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._batch import run_calls
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capabilities import (
+    hugepages,
+    kernel_cmdline,
+    link_mtu,
+    nfd_labels,
+    nic_firmware,
+    nvme_layout,
+    roce_qos,
+    sysctl_profile,
+)
+
+MAINS = {
+    "sysctl_profile": sysctl_profile.main,
+    "hugepages": hugepages.main,
+    "kernel_cmdline": kernel_cmdline.main,
+    "link_mtu": link_mtu.main,
+    "roce_qos": roce_qos.main,
+    "nic_firmware": nic_firmware.main,
+    "nvme_layout": nvme_layout.main,
+    "nfd_labels": nfd_labels.main,
+}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            calls=dict(type="list", elements="dict", required=True, options=dict(
+                module=dict(type="str", required=True, choices=sorted(MAINS)),
+                args=dict(type="dict", default={}),
+            )),
+            stop_on_failure=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    results = run_calls(MAINS, module.params["calls"], module.params["stop_on_failure"])
+    failed = [r for r in results if r["result"].get("failed")]
+    changed = any(r["result"].get("changed") for r in results)
+    if failed:
+        module.fail_json(msg="%s: %s" % (failed[0]["module"], failed[0]["result"].get("msg", "failed")),
+                         changed=changed, results=results)
+    module.exit_json(changed=changed, results=results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""playbooks/site.yml on the lab: one datapath_apply task per host, tags, check mode, role variables.
+
+The datapath role applies every capability through aiinfra.datapath.datapath_apply (facts,
+plan and one module call per capability, run in one Python process on the node). These tests
+run the real playbook against the session lab and read the nodes back: --check changes
+nothing, tags select capabilities inside the task, a capability role's variable given on the
+command line reaches its module, a second run changes nothing, and the summary file is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from labtools import CACHE_MOUNT, NODE_FILES, REPO, LabHandle, PlayResult, spec_applied_then_restored
+
+pytestmark = pytest.mark.lab
+
+SITE = os.path.join(REPO, "playbooks", "site.yml")
+APPLY_TASK = "Facts, plan and every capability module, once each, in dependency order"
+SYSCTL_FILE, _HUGEPAGES_FILE, FEATURES = NODE_FILES
+ALL = ["sysctl", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_cache", "k8s_node"]
+
+
+@pytest.fixture(scope="module")
+def site_lab(lab: LabHandle) -> Iterator[LabHandle]:
+    with spec_applied_then_restored(lab):
+        yield lab
+
+
+def applied(result: PlayResult) -> dict[str, dict]:
+    rows = result.task_results(APPLY_TASK)
+    assert rows, result.stdout[-3000:]
+    return rows
+
+
+def node_state(lab: LabHandle, node: str) -> str:
+    return lab.sh(node, f"cat {SYSCTL_FILE} {FEATURES} 2>&1; findmnt -no SOURCE {CACHE_MOUNT}; "
+                        "sysctl -n net.ipv4.tcp_rmem; ip -o link show ens1f0np0 | grep -o 'mtu [0-9]*'",
+                  check=False).stdout
+
+
+def test_check_mode_reports_changes_and_changes_nothing(site_lab: LabHandle) -> None:
+    before = {n: node_state(site_lab, n) for n in site_lab.nodes}
+    result = site_lab.playbook(SITE, check=True, diff=True)
+    assert result.rc == 0, result.stdout[-4000:]
+    rows = applied(result)
+    for node in site_lab.nodes:
+        row = rows[node]
+        assert row["changed"], row
+        assert row["capabilities"] == ALL
+        assert row["results"]["sysctl"]["changed"]
+        assert row["diff"], "the capability modules' diffs are returned"
+        assert row["ansible_facts"]["datapath_plan"]["host"] == node
+        assert row["ansible_facts"]["datapath_facts"]["memory_bytes"] > 0
+    assert {n: node_state(site_lab, n) for n in site_lab.nodes} == before
+
+
+def test_tags_select_capabilities_inside_the_one_task(site_lab: LabHandle) -> None:
+    node = site_lab.nodes[0]
+    result = site_lab.playbook(SITE, "--tags", "sysctl,k8s", limit=node,
+                               extra_vars={"k8s_node_label_prefix": "example.org"})
+    assert result.rc == 0, result.stdout[-4000:]
+    row = applied(result)[node]
+    assert row["capabilities"] == ["sysctl", "k8s_node"]
+    assert row["results"]["nvme_cache"] == {} and row["results"]["link_mtu"] == {}
+    assert set(row["seconds"]) == {"sysctl", "k8s_node"}
+    state = node_state(site_lab, node)
+    assert "net.ipv4.tcp_rmem" in state                 # the sysctl drop-in is written
+    assert "example.org/" in state                      # a role variable reached nfd_labels
+    assert "aiinfra.io/fabric-" not in state and "example.org/nvme-cache=false" in state
+    assert not site_lab.sh(node, f"findmnt -n {CACHE_MOUNT}", check=False).stdout  # storage untouched
+
+
+def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: Path) -> None:
+    summary = tmp_path / "out" / "summary.json"
+    result = site_lab.playbook(SITE, "--skip-tags", "firmware", extra_vars={"datapath_summary_file": str(summary)})
+    assert result.rc == 0, result.stdout[-4000:]
+    rows = applied(result)
+    for node in site_lab.nodes:
+        assert rows[node]["capabilities"] == [c for c in ALL if c != "nic_firmware"]
+        assert site_lab.sh(node, f"findmnt -n {CACHE_MOUNT}", check=False).stdout, "cache mounted"
+    written = json.loads(summary.read_text())
+    assert sorted(written) == sorted(site_lab.nodes)
+    assert "nvme_cache" in written[site_lab.nodes[0]]["changed"]
+    assert any(line.startswith("roce_qos ens1f0np0") for line in written[site_lab.nodes[0]]["unsupported"])
+
+    again = site_lab.playbook(SITE)
+    assert again.rc == 0, again.stdout[-4000:]
+    assert set(again.changed_hosts().values()) == {0}, again.changed_hosts()
+    for node, row in applied(again).items():
+        assert row["capabilities"] == ALL
+        assert not any(r.get("changed") for r in row["results"].values()), (node, row["results"])
+
+
+def test_a_failing_capability_stops_the_host_and_names_it(site_lab: LabHandle) -> None:
+    node = site_lab.nodes[-1]
+    result = site_lab.playbook(SITE, "--tags", "kernel", limit=node,
+                               extra_vars={"sysctl_keys": {"net.core.no_such_key": {"value": "1"}}})
+    assert result.rc != 0
+    row = applied(result)[node]
+    assert row["failed"]
+    assert row["msg"].startswith("sysctl: "), row["msg"]
+    assert "no_such_key" in row["msg"]
+    assert row["results"]["hugepages"] == {}, "nothing runs after the failed capability"
