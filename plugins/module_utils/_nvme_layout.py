@@ -848,7 +848,8 @@ class NvmeLayout(object):
         if count is not None and len(chosen) != count:
             raise LayoutError(
                 "select expects %d device(s) but matched %d: %s (rule %s); nothing was changed"
-                % (count, len(chosen), ", ".join(chosen), dict((k, v) for k, v in spec["select"].items() if v is not None))
+                % (count, len(chosen), ", ".join(chosen),
+                   dict((k, v) for k, v in spec["select"].items() if v is not None))
             )
         return chosen
 

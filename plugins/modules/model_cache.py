@@ -1,0 +1,400 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: model_cache
+short_description: Place versioned, verified model artifacts on the node's local cache filesystem
+version_added: 0.2.0
+description:
+  - Fills a models directory on the node's cache filesystem (the local NVMe laid out by
+    M(aiinfra.datapath.nvme_layout)) with the declared model versions before workloads need
+    them, in one call per node.
+  - "Flow: validate every model; resolve its files (O(models[].files), or the O(models[].manifest)
+    read from the source); decide per version whether it is present, must be fetched or
+    replaced; compute the bytes still to move and the space, evicting least-recently-used
+    unpinned versions when needed; then, outside check mode, fetch, verify, publish and switch
+    the C(current) pointers."
+  - B(Layout.) C(<root>/<name>/<version>/) holds a published version and is never modified
+    after publishing; C(<root>/<name>/current) is a relative symlink to the version in use,
+    switched atomically (new symlink, then rename); C(<root>/<name>/.versions/<version>.json)
+    holds the metadata (files, sha256, sizes, bytes, published_at, last_used); partial
+    downloads live in C(<root>/.staging/<name>/<version>/<path>.part).
+  - B(Verified while writing.) The sha256 of each file is computed in the same pass that
+    writes it (a reader, a hasher and a writer overlap on large buffers, so verifying costs
+    little over a plain copy). A checksum mismatch fails the model, deletes the bad partial
+    file, publishes nothing and names the model, the file, the expected and the actual sha256.
+  - B(Resume.) A partial file left by an interrupted run (or an interrupted transfer within
+    this run, up to O(retries) times) is re-hashed locally and the download continues with
+    C(Range) (HTTP 206). A source that answers 200 instead restarts the file from byte 0.
+  - B(Atomic publish.) Files are fsynced, the staging version directory is renamed to
+    C(<root>/<name>/<version>) (same filesystem), then C(current) is switched. A reader never
+    sees a half-written version.
+  - B(Space.) Before downloading, the bytes still to fetch (from O(models[].files[].size),
+    else HTTP C(HEAD) Content-Length or C(stat)) are compared with the free space
+    (C(statvfs) f_bavail * f_frsize). When free minus needed would drop below
+    O(reserve_bytes), least-recently-used unpinned versions are evicted (oldest C(last_used)
+    first) until it fits; when it still does not fit, the module fails before downloading
+    anything, with the needed, free, reserve and evictable figures. While writing, it also
+    stops when the free space would drop below the reserve (for files of unknown size); the
+    partial file is kept for the next run.
+  - B(Idempotent.) A published version whose metadata lists the requested files and whose
+    files pass O(verify_existing) is C(present); no network I/O is done for it (except
+    reading a manifest that O(models[].manifest_sha256) does not pin) and C(changed) stays
+    false. Updating C(last_used) alone is not a change.
+  - Holds the cache lock (O(lock_file)) for the whole run; check mode takes no lock.
+author:
+  - aiinfra.datapath contributors (@aiinfra)
+attributes:
+  check_mode:
+    support: full
+    description: Resolves files and sizes (reads manifests, sends C(HEAD) requests), reports
+      what would be fetched, evicted and switched, and creates, writes or deletes nothing.
+  diff_mode:
+    support: full
+    description: Shows each model's C(current) pointer before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux nodes; Python 3 standard library only.
+options:
+  root:
+    description:
+      - The models directory on the cache filesystem, for example C(/mnt/model-cache/models).
+      - Created (mode O(dir_mode)) when missing; its parent must exist.
+    type: path
+    required: true
+  require_mount:
+    description:
+      - When set, the module refuses (fails and changes nothing) unless this path is a mount
+        point (from C(/proc/self/mountinfo)) and O(root) is below it, so that an unmounted
+        cache never fills the root filesystem.
+    type: path
+  models:
+    description:
+      - The model versions this node holds. Each is pinned (never evicted).
+      - When a name is listed with several versions, C(current) points to the last one listed.
+      - May be empty (only O(pinned) and eviction bookkeeping then apply).
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Model name, C(^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$), not C(current).
+        type: str
+        required: true
+      version:
+        description: Version, same pattern as O(models[].name).
+        type: str
+        required: true
+      source:
+        description:
+          - Where the files are. C(/abs/dir) or C(file:///abs/dir) (a local or shared
+            filesystem), C(http://host[:port]/prefix) or C(https://...), or
+            C(s3://bucket/prefix) (see O(s3)).
+          - A file's location is the source, C(/) and the file's path.
+        type: str
+        required: true
+      files:
+        description:
+          - The files of the version. When empty, O(models[].manifest) is read instead.
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          path:
+            description: Relative path (no C(..), no leading C(/), not ending in C(.part)).
+            type: str
+            required: true
+          sha256:
+            description: Expected sha256, 64 lowercase hex characters.
+            type: str
+            required: true
+          size:
+            description: Size in bytes, or null to ask the source (C(HEAD), C(stat)).
+            type: int
+      manifest:
+        description:
+          - Relative path below the source of a C(sha256sum)-format file (C(<hex>  <path>)
+            lines) listing the files; used when O(models[].files) is empty.
+        type: str
+      manifest_sha256:
+        description:
+          - Pins the manifest itself. A manifest with another sha256 fails the model.
+          - With it, a present version needs no network I/O at all.
+        type: str
+  pinned:
+    description: Extra versions, as C(name@version), that are never evicted.
+    type: list
+    elements: str
+    default: []
+  reserve_bytes:
+    description: Free bytes always kept on the cache filesystem.
+    type: int
+    default: 0
+  bandwidth_limit:
+    description:
+      - Per-node cap in bytes per second for the data read from the sources (a token
+        bucket in the copy loop); C(0) is unlimited.
+      - The cluster-wide limit is the number of nodes warming at once (C(throttle) in the
+        role) times this cap.
+    type: int
+    default: 0
+  evict:
+    description: Whether least-recently-used unpinned versions may be evicted to honour O(reserve_bytes).
+    type: bool
+    default: true
+  verify_existing:
+    description:
+      - How an already published version is re-checked. C(size) compares sizes (cheap);
+        C(sha256) re-hashes every file (reads the whole version). A version that fails is
+        fetched again and replaces the bad one.
+    type: str
+    choices: [size, sha256]
+    default: size
+  headers:
+    description: Extra HTTP request headers (for example an C(Authorization) token).
+    type: dict
+    default: {}
+  s3:
+    description: Settings of C(s3://) sources. Requests are path-style and signed with AWS Signature Version 4.
+    type: dict
+    suboptions:
+      endpoint_url:
+        description: The S3 endpoint, for example C(https://minio.storage.example:9000).
+          Default C(https://s3.<region>.amazonaws.com).
+        type: str
+      region:
+        description: Region of the signature.
+        type: str
+        default: us-east-1
+      access_key:
+        description: Access key id; without it requests are sent unsigned (public buckets).
+        type: str
+      secret_key:
+        description: Secret access key.
+        type: str
+      session_token:
+        description: Session token of temporary credentials (sent as C(X-Amz-Security-Token)).
+        type: str
+  timeout:
+    description: Seconds to wait on a network connection or read.
+    type: int
+    default: 30
+  retries:
+    description:
+      - How often a transient source error (connection reset, short read, timeout, HTTP 5xx
+        or 429) is retried; each retry resumes where the transfer stopped.
+    type: int
+    default: 3
+  validate_certs:
+    description: Whether HTTPS certificates are verified.
+    type: bool
+    default: true
+  ca_path:
+    description: CA bundle file or directory for HTTPS sources.
+    type: path
+  file_mode:
+    description: Mode of published files (octal string).
+    type: str
+    default: "0644"
+  dir_mode:
+    description: Mode of the directories the module creates (octal string).
+    type: str
+    default: "0755"
+  lock_file:
+    description:
+      - The lock held for the whole run, so that two warm-ups of one node never interleave.
+      - It is the cache's own lock, not the node lock of the other modules, which would make
+        a C(site.yml) run wait for a long download and fail. The warm-up touches nothing those
+        modules manage (only files below O(root)).
+    type: path
+    default: /run/aiinfra-datapath-model-cache.lock
+notes:
+  - Eviction deletes whole versions that no O(models) entry and no O(pinned) entry names. A
+    version is only ever evicted when its metadata exists (a directory placed by hand below
+    O(root) is never deleted).
+  - The cache lock (O(lock_file)) is held for the whole download; a second warm-up of the
+    same node waits for it (up to 60 s) and then fails with a clear message.
+seealso:
+  - module: aiinfra.datapath.nvme_layout
+"""
+
+EXAMPLES = r"""
+- name: Warm the node's cache from the plan
+  aiinfra.datapath.model_cache:
+    root: "{{ datapath_plan.models.root }}"
+    require_mount: "{{ datapath_plan.models.require_mount }}"
+    reserve_bytes: "{{ datapath_plan.models.reserve_bytes }}"
+    bandwidth_limit: "{{ datapath_plan.models.bandwidth_limit }}"
+    models: "{{ datapath_plan.models.items }}"
+  throttle: 8
+
+- name: One model from an HTTP mirror, files listed
+  aiinfra.datapath.model_cache:
+    root: /mnt/model-cache/models
+    require_mount: /mnt/model-cache
+    reserve_bytes: 107374182400            # keep 100 GiB free
+    bandwidth_limit: 500000000             # 500 MB/s per node
+    models:
+      - name: llama-3-8b
+        version: "2024-07-01"
+        source: http://mirror.storage.example/models/llama-3-8b/2024-07-01
+        files:
+          - {path: config.json, sha256: 0f5d3a..., size: 654}
+          - {path: model-00001-of-00004.safetensors, sha256: 9a3b1c..., size: 4976698672}
+
+- name: From S3 (MinIO), files listed by a pinned manifest
+  aiinfra.datapath.model_cache:
+    root: /mnt/model-cache/models
+    models:
+      - name: mistral-7b
+        version: v0.3
+        source: s3://models/mistral-7b/v0.3
+        manifest: SHA256SUMS
+        manifest_sha256: 4c1e8f...
+    s3:
+      endpoint_url: https://minio.storage.example:9000
+      access_key: "{{ vault_minio_access_key }}"
+      secret_key: "{{ vault_minio_secret_key }}"
+    pinned: [mistral-7b@v0.2]              # keep the previous version for a rollback
+"""
+
+RETURN = r"""
+models:
+  description:
+    - One entry per O(models) entry. C(status) is C(present), C(published) or (check mode)
+      C(would_publish); C(files) lists path, sha256 and size; C(bytes_moved) counts bytes
+      read from the source in this run, C(resumed_bytes) the bytes not fetched again thanks
+      to a partial file or a resumed transfer; C(seconds) and C(throughput_bytes_per_s) time
+      the transfer.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - name: llama-3-8b
+      version: "2024-07-01"
+      status: published
+      path: /mnt/model-cache/models/llama-3-8b/2024-07-01
+      files: [{path: config.json, sha256: 0f5d3a..., size: 654}]
+      bytes_moved: 16060522496
+      resumed_bytes: 0
+      seconds: 9.412
+      throughput_bytes_per_s: 1706387005
+evicted:
+  description: Versions evicted (in check mode, that would be evicted) to honour the reserve.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: llama-2-7b, version: v1, bytes: 13476839424}]
+free_bytes:
+  description: Free bytes on the cache filesystem after the run.
+  returned: always
+  type: int
+  sample: 3012844969984
+reserve_bytes:
+  description: The reserve that was honoured.
+  returned: always
+  type: int
+  sample: 107374182400
+actions:
+  description: What the module did, or would do in check mode, in order.
+  returned: always
+  type: list
+  elements: str
+  sample: ["evict llama-2-7b@v1 (13476839424 bytes, last used 2024-05-02T10:00:00Z)",
+           "fetch llama-3-8b@2024-07-01 from http://mirror/... : 2 files, 4976699326 bytes to move",
+           "switch llama-3-8b/current: None -> 2024-07-01"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
+    LockTimeout,
+    no_lock,
+    node_lock,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import (
+    ModelCacheError,
+    run_cache,
+)
+
+
+MODEL_CACHE_LOCK_PATH = "/run/aiinfra-datapath-model-cache.lock"
+
+
+def argument_spec():
+    return dict(
+        root=dict(type="path", required=True),
+        require_mount=dict(type="path"),
+        models=dict(type="list", elements="dict", required=True, options=dict(
+            name=dict(type="str", required=True),
+            version=dict(type="str", required=True),
+            source=dict(type="str", required=True),
+            files=dict(type="list", elements="dict", default=[], options=dict(
+                path=dict(type="str", required=True),
+                sha256=dict(type="str", required=True),
+                size=dict(type="int"),
+            )),
+            manifest=dict(type="str"),
+            manifest_sha256=dict(type="str"),
+        )),
+        pinned=dict(type="list", elements="str", default=[]),
+        reserve_bytes=dict(type="int", default=0),
+        bandwidth_limit=dict(type="int", default=0),
+        evict=dict(type="bool", default=True),
+        verify_existing=dict(type="str", choices=["size", "sha256"], default="size"),
+        headers=dict(type="dict", default={}, no_log=True),
+        s3=dict(type="dict", options=dict(
+            endpoint_url=dict(type="str"),
+            region=dict(type="str", default="us-east-1"),
+            access_key=dict(type="str", no_log=False),
+            secret_key=dict(type="str", no_log=True),
+            session_token=dict(type="str", no_log=True),
+        )),
+        timeout=dict(type="int", default=30),
+        retries=dict(type="int", default=3),
+        validate_certs=dict(type="bool", default=True),
+        ca_path=dict(type="path"),
+        file_mode=dict(type="str", default="0644"),
+        dir_mode=dict(type="str", default="0755"),
+        lock_file=dict(type="path", default=MODEL_CACHE_LOCK_PATH),
+    )
+
+
+def run(module):
+    params = dict(module.params)
+    models = params.pop("models")
+    root = params.pop("root")
+    options = dict((k, v) for k, v in params.items() if k != "lock_file")
+    result = run_cache(root, models, check_mode=module.check_mode, log=module.warn, **options)
+    diff = result.pop("diff")
+    if module._diff:
+        result["diff"] = diff
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    try:
+        # one lock around read -> plan -> fetch -> publish: two runs never stage into the same
+        # .part files or evict what the other is publishing (check mode changes nothing)
+        with node_lock(module.params["lock_file"]) if not module.check_mode else no_lock():
+            result = run(module)
+    except ModelCacheError as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
+    except LockTimeout as exc:
+        module.fail_json(msg=str(exc))
+    except (IOError, OSError) as exc:
+        module.fail_json(msg="model_cache: %s" % exc)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
