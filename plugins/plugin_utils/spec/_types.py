@@ -148,3 +148,82 @@ LabelValue = Annotated[str, Strict(), Field(pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_
 DnsName = Annotated[str, Strict(), Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
 MountOption = Annotated[str, Strict(), Field(pattern=r"^[a-z0-9_]{1,32}(=[A-Za-z0-9_.:/-]{1,64})?$")]
 Share = Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False)]
+
+# --------------------------------------------------------------------------- model cache
+ModelName = Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+Sha256 = Annotated[str, Strict(), Field(pattern=r"^[0-9a-f]{64}$",
+                                        description="SHA-256 as 64 lower-case hex digits.")]
+_MODEL_PATH_OK = re.compile(r"[A-Za-z0-9._/@+=,-]{1,1024}")
+
+
+def _model_file_path(value: Any) -> Any:
+    if isinstance(value, str):
+        parts = value.split("/")
+        if (not _MODEL_PATH_OK.fullmatch(value) or value.startswith("/") or posixpath.normpath(value) != value
+                or any(part in ("", ".", "..") for part in parts)):
+            raise ValueError(f"{value[:60]!r} is not a safe relative file path; write a normalised path below "
+                             "the model's source, e.g. 'weights/model-00001.safetensors' (no leading '/', "
+                             "no '.' or '..', characters [A-Za-z0-9._/@+=,-], at most 1024)")
+    return value
+
+
+ModelFilePath = Annotated[str, Strict(), BeforeValidator(_model_file_path),
+                          Field(description="Normalised relative path (no leading '/', no '..').")]
+
+_HOST_RE = re.compile(r"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+                      r"|\[[0-9A-Fa-f:.]{2,45}\])(:[0-9]{1,5})?")
+_BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_SOURCE_PATH_RE = re.compile(r"/[A-Za-z0-9._/@+=,~%-]*")
+
+
+def _source_path(path: str, what: str) -> None:
+    if path in ("", "/"):
+        return
+    if (not _SOURCE_PATH_RE.fullmatch(path) or path.endswith("/")
+            or any(p in ("", ".", "..") for p in path.split("/")[1:])):
+        raise ValueError(f"the path of {what} {path[:60]!r} is not normalised or has unusual characters; "
+                         "use [A-Za-z0-9._/@+=,~%-] without '.', '..', '//' or a trailing '/'")
+
+
+def _model_source(value: Any) -> Any:
+    """``/abs/dir``, ``file:///abs/dir``, ``http(s)://host[:port]/prefix`` or ``s3://bucket/prefix``."""
+    if not isinstance(value, str):
+        return value
+    hint = "write /abs/dir, file:///abs/dir, http(s)://host[:port]/prefix or s3://bucket/prefix"
+    if len(value) > 2048 or not value.isascii() or any(c.isspace() or ord(c) < 32 for c in value):
+        raise ValueError(f"a source is at most 2048 printable ASCII characters without spaces; {hint}")
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        if not value.startswith("/"):
+            raise ValueError(f"{value[:60]!r} is neither an absolute path nor a URL; {hint}")
+        _source_path(value, "source")
+        return value
+    if "?" in rest or "#" in rest:
+        raise ValueError("a source has no query or fragment (file URLs are source + '/' + path); "
+                         "put credentials in model_cache_headers or model_cache_s3, not in the URL")
+    if scheme == "file":
+        if not rest.startswith("/"):
+            raise ValueError("a file URL names an absolute path on the node; "
+                             f"write file:///abs/dir, not {value[:60]!r}")
+        _source_path(rest, "source")
+        return value
+    if scheme not in ("http", "https", "s3"):
+        raise ValueError(f"scheme {scheme[:20]!r} is not supported; {hint}")
+    host, _slash, path = rest.partition("/")
+    if "@" in host:
+        raise ValueError("a source URL carries no user or password; put credentials in "
+                         "model_cache_headers (HTTP) or model_cache_s3 (S3), which are never logged")
+    if scheme == "s3":
+        if not _BUCKET_RE.fullmatch(host):
+            raise ValueError(f"{host[:64]!r} is not an S3 bucket name; write s3://bucket/prefix (3-63 characters "
+                             "of [a-z0-9.-]; the endpoint goes in model_cache_s3.endpoint_url)")
+    elif not _HOST_RE.fullmatch(host) or (":" in host.rsplit("]", 1)[-1]
+                                          and not 0 < int(host.rsplit(":", 1)[1]) < 65536):
+        raise ValueError(f"{host[:64]!r} is not a host[:port]; {hint}")
+    _source_path("/" + path if path else "", "source")
+    return value
+
+
+ModelSource = Annotated[str, Strict(), BeforeValidator(_model_source),
+                        Field(description="/abs/dir, file:///abs/dir, http(s)://host[:port]/prefix or "
+                                          "s3://bucket/prefix; a file's URL is source + '/' + path.")]

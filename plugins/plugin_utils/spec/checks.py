@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         HugePages,
         Interface,
         InterfaceMatch,
+        Model,
         ProfileBody,
         Roce,
         RoceEts,
@@ -298,6 +299,44 @@ def check_storage(storage: Storage) -> Iterator[Issue]:
             yield Issue(("wipe_serials", index), f"{serial} is listed twice", "list it once")
 
 
+# --------------------------------------------------------------------------- models
+@cross_check("Model", "model-files")
+def check_model_files(model: Model) -> Iterator[Issue]:
+    """A model gives files or a manifest (not both); manifest_sha256 needs a manifest; file paths are
+    unique, none is the directory of another, and none is another's staging name (its path + '.part')."""
+    label = f"{model.name}@{model.version}"
+    if bool(model.files) == (model.manifest is not None):
+        yield Issue(("files",), f"model {label} gives " + ("both files and a manifest" if model.files
+                                                             else "neither files nor a manifest"),
+                    "list files with their sha256, or name a sha256sum manifest below the source")
+    if model.manifest_sha256 is not None and model.manifest is None:
+        yield Issue(("manifest_sha256",), "manifest_sha256 without a manifest", "set manifest or remove it")
+    seen: dict[str, int] = {}
+    for index, item in enumerate(model.files):
+        if item.path in seen:
+            yield Issue(("files", index, "path"), f"{item.path} is already listed as files[{seen[item.path]}]",
+                        "list each file once")
+        seen.setdefault(item.path, index)
+    for path in sorted(seen):
+        if path + ".part" in seen:
+            yield Issue(("files", seen[path + ".part"], "path"), f"{path}.part is the staging name of file {path}",
+                        "rename one of them; the node stages a file as <path>.part")
+        parts = path.split("/")
+        parent = next(("/".join(parts[:i]) for i in range(1, len(parts)) if "/".join(parts[:i]) in seen), None)
+        if parent is not None:
+            yield Issue(("files", seen[path], "path"), f"{path} is below file {parent}",
+                        "rename one of them; a file cannot also be a directory")
+
+
+@cross_check("Model", "model-targets")
+def check_model_targets(model: Model) -> Iterator[Issue]:
+    """A model lists each group and host once."""
+    for what, items in (("groups", model.groups), ("hosts", model.hosts)):
+        for index, name in enumerate(items):
+            if name in items[:index]:
+                yield Issue((what, index), f"{name} is listed twice", "list it once")
+
+
 # --------------------------------------------------------------------------- profiles
 def _kernel_arg_issues(args: list[str] | None) -> Iterator[Issue]:
     seen: dict[str, str] = {}
@@ -328,6 +367,19 @@ def check_names(spec: DatapathSpec) -> Iterator[Issue]:
                 yield Issue((what, index, "name"), f"name {name!r} is already used by {what}[{names[name]}]",
                             "use a unique name")
             names.setdefault(name, index)
+
+
+@cross_check("DatapathSpec", "models-unique")
+def check_models_unique(spec: DatapathSpec) -> Iterator[Issue]:
+    """Each model version (name@version) is listed once."""
+    seen: dict[tuple[str, str], int] = {}
+    for index, model in enumerate(spec.models):
+        key = (model.name, model.version)
+        if key in seen:
+            yield Issue(("models", index, "version"),
+                        f"{model.name}@{model.version} is already listed as models[{seen[key]}]",
+                        "list each version once; give it more groups or hosts instead")
+        seen.setdefault(key, index)
 
 
 @cross_check("DatapathSpec", "subnets-disjoint")

@@ -51,6 +51,11 @@ A later layer **replaces** a field it sets (`hugepages`, `interfaces`, `storage`
 **per key**; a key set to `null` removes an inherited one. The result is the per-host plan
 described in [plan.md](plan.md).
 
+Models (`models`, with the settings in `model_cache`) are not part of the layers: a model
+version goes to the hosts in its `groups` or `hosts`, or to every host with `storage` when
+both are empty; a host named that way without `storage` is a plan error. See
+[models.md](models.md).
+
 Node facts: `datapath_memory_bytes`, `datapath_numa_nodes` (inventory or `datapath_facts`) or
 `ansible_memtotal_mb` override `node.memory` / `node.numa_nodes`; with no NUMA information a
 node counts as one NUMA node.

@@ -102,6 +102,14 @@ def matching_profiles(spec: DatapathSpec, host: str, groups: Sequence[str]) -> l
     return out
 
 
+def matching_models(spec: DatapathSpec, host: str, groups: Sequence[str]) -> list[int]:
+    """Indexes of the models that name ``host`` or one of its ``groups`` (models naming neither
+    groups nor hosts go to every host with storage and are not listed here)."""
+    member = set(groups)
+    return [index for index, model in enumerate(spec.models)
+            if host in model.hosts or member.intersection(model.groups)]
+
+
 def effective(spec: DatapathSpec, profile_indexes: Sequence[int], host: str | None) -> Effective:
     eff = base_effective(spec)
     for index in profile_indexes:

@@ -23,6 +23,9 @@ from ._types import (
     LabelKey,
     LabelValue,
     MacAddress,
+    ModelFilePath,
+    ModelName,
+    ModelSource,
     MountOption,
     MountPath,
     Mtu,
@@ -33,6 +36,7 @@ from ._types import (
     ProfileName,
     RelPath,
     Serial,
+    Sha256,
     Share,
     Size,
     SysctlKey,
@@ -355,6 +359,50 @@ class Profile(ProfileBody):
     """Hosts the profile applies to regardless of their groups."""
 
 
+# --------------------------------------------------------------------------- model cache
+class ModelCache(SpecModel):
+    """Where and how models are placed on each node's local NVMe cache, and how hard the source is hit."""
+
+    directory: RelPath = "models"
+    """Models directory, relative to storage.mount.path (the module refuses unless the cache is mounted)."""
+    reserve: Size = Field(default=0, description="Free bytes kept on the cache filesystem (bytes or '200GiB'); "
+                                                 "least-recently-used unpinned versions are evicted to keep it.")
+    bandwidth_limit: Size | None = Field(default=None, description="Per-node download cap in bytes per second "
+                                                                   "(e.g. '500MiB'); null: unlimited.")
+    concurrency: Annotated[int, Strict(), Field(ge=1, le=100000)] | None = None
+    """Nodes warming up at the same time, cluster-wide (Ansible throttle); null: unlimited."""
+
+
+class ModelFile(SpecModel):
+    """One file of a model version: path below the source, SHA-256 and (optionally) size."""
+
+    path: ModelFilePath
+    """Relative to the model's source; the same path below the version directory on the node."""
+    sha256: Sha256
+    size: Annotated[int, Strict(), Field(ge=0, le=2**60)] | None = None
+    """Bytes; lets the node check free space before it downloads (else HEAD / stat)."""
+
+
+class Model(SpecModel):
+    """A model version to place on nodes' caches: its files (or a manifest) and the hosts that hold it."""
+
+    name: ModelName
+    """Model name: letters, digits, '.', '_', '-' (at most 128); a directory below the cache root."""
+    version: ModelName
+    """Version label, e.g. '2024-06-01' or 'v3'; name@version is unique in the spec."""
+    source: ModelSource
+    files: Annotated[list[ModelFile], Field(max_length=100000)] = Field(default_factory=list)
+    """The files with their SHA-256; give files or manifest."""
+    manifest: ModelFilePath | None = None
+    """sha256sum-format file below source ('<hex>  <path>' lines), read when files is empty."""
+    manifest_sha256: Sha256 | None = None
+    """Pins the manifest itself (recommended with a manifest)."""
+    groups: Annotated[list[ProfileName], Field(max_length=256)] = Field(default_factory=list)
+    """Inventory groups whose hosts hold the model; with hosts also empty: every host with storage."""
+    hosts: Annotated[list[HostName], Field(max_length=100000)] = Field(default_factory=list)
+    """Hosts that hold the model regardless of their groups."""
+
+
 class DatapathSpec(SpecModel):
     """The cluster data-path spec (the value of the ``datapath`` variable)."""
 
@@ -366,12 +414,16 @@ class DatapathSpec(SpecModel):
     """Applied in list order to matching hosts; later profiles win."""
     hosts: dict[HostName, ProfileBody] = Field(default_factory=dict)
     """Per-host overrides, applied last."""
+    model_cache: ModelCache = Field(default_factory=ModelCache)
+    """Model cache settings (docs/models.md)."""
+    models: Annotated[list[Model], Field(max_length=4096)] = Field(default_factory=list)
+    """Model versions placed on the nodes' local NVMe caches (docs/models.md)."""
 
 
 MODELS: tuple[type[SpecModel], ...] = (
     DatapathSpec, Fabric, Roce, RoceCnp, RoceEts, Profile, ProfileBody, NodeHardware, SysctlSetting,
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
-    DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s,
+    DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, ModelCache, Model, ModelFile,
 )
 
 

@@ -6,13 +6,14 @@ The shape is documented in docs/plan.md; roles pass each part unchanged to one m
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._types import PAGE_BYTES
 from .checks import effective_issues, interface_key, pool_count, roce_mtu, roce_tos
 from .errors import SpecError, SpecValidationError, join_path
-from .merge import Effective, effective, matching_profiles
+from .merge import Effective, effective, matching_models, matching_profiles
 from .models import DatapathSpec, Fabric, HugePagePool, Interface
 
 PLAN_VERSION = 1
@@ -145,8 +146,55 @@ def _qos(iface: Interface, fabric: Fabric, mtu: int) -> dict[str, Any]:
     }
 
 
-def build_plan(spec: DatapathSpec, host: str, eff: Effective) -> dict[str, Any]:
-    """Assemble the plan dict for ``host`` from its merged settings (no validation here)."""
+def held_models(spec: DatapathSpec, eff: Effective, named: Sequence[int]) -> list[int]:
+    """Indexes of the models the node holds: those naming it (``named``), plus, when it has storage,
+    those naming no groups and no hosts."""
+    return [index for index, model in enumerate(spec.models)
+            if index in named or (eff.storage is not None and not model.groups and not model.hosts)]
+
+
+def model_issues(spec: DatapathSpec, eff: Effective, host: str, groups: Sequence[str],
+                 named: Sequence[int]) -> list[SpecError]:
+    """A node named by a model (group or host) must have storage to hold it."""
+    if eff.storage is not None:
+        return []
+    out = []
+    for index in named:
+        model = spec.models[index]
+        if host in model.hosts:
+            where: tuple[Any, ...] = ("models", index, "hosts", model.hosts.index(host))
+            why = "it is listed in hosts"
+        else:
+            group = next(g for g in model.groups if g in groups)
+            where, why = ("models", index, "groups", model.groups.index(group)), f"it is in group {group}"
+        out.append(SpecError(join_path(where), f"the host must hold model {model.name}@{model.version} ({why}) "
+                             "but has no storage section",
+                             "add storage (the NVMe cache) to one of its profiles, or take the host out of the "
+                             "model's groups/hosts", host))
+    return out
+
+
+def _models(spec: DatapathSpec, eff: Effective, held: Sequence[int]) -> dict[str, Any] | None:
+    if eff.storage is None or not held:
+        return None
+    mount = eff.storage[0].mount.path
+    cache = spec.model_cache
+    items = []
+    for index in held:
+        model = spec.models[index]
+        items.append({"name": model.name, "version": model.version, "source": model.source,
+                      "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in model.files],
+                      "manifest": model.manifest, "manifest_sha256": model.manifest_sha256})
+    return {"root": posixpath.join(mount, cache.directory), "require_mount": mount,
+            "reserve_bytes": cache.reserve, "bandwidth_limit": cache.bandwidth_limit or 0,
+            "concurrency": cache.concurrency, "items": items}
+
+
+def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequence[int] = ()) -> dict[str, Any]:
+    """Assemble the plan dict for ``host`` from its merged settings (no validation here).
+
+    ``named_models``: indexes of the models that name the host or one of its groups.
+    """
     numa_nodes = eff.numa_nodes or 1
     sysctl = {key: {"value": setting.value, "mode": setting.mode, "scope": sysctl_scope(key),
                     "ignore_missing": setting.ignore_missing}
@@ -193,6 +241,7 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective) -> dict[str, Any]:
         "storage": storage,
         "k8s": {"labels": dict(sorted(eff.labels.items())),
                 "local_volume_class": eff.local_volume_class[0] if eff.local_volume_class else None},
+        "models": _models(spec, eff, held_models(spec, eff, named_models)),
     }
 
 
@@ -224,7 +273,9 @@ class Planner:
         memory, numa = node_facts(facts)
         indexes = tuple(matching_profiles(self.spec, host, group_list))
         override = host in self.spec.hosts
-        key = (indexes, host if override else None, memory, numa)
+        named = tuple(matching_models(self.spec, host, group_list))
+        # Groups matter only through the profiles and models they select, so both are in the key.
+        key = (indexes, host if override else None, memory, numa, named)
         template = self._cache.get(key)
         if template is None:
             eff = effective(self.spec, indexes, host if override else None)
@@ -234,10 +285,11 @@ class Planner:
                 eff.numa_nodes = numa
             errors = [SpecError(join_path(origin[1], origin[0]), message, hint, host)
                       for origin, message, hint in effective_issues(eff, host)]
+            errors.extend(model_issues(self.spec, eff, host, group_list, named))
             if errors:
                 raise SpecValidationError(errors)
             # Round-trip once so that the template is plain JSON data (str keys, no tuples).
-            template = json.loads(json.dumps(build_plan(self.spec, "", eff)))
+            template = json.loads(json.dumps(build_plan(self.spec, "", eff, named)))
             self._cache[key] = template
         plan = dict(template)
         plan["host"] = host

@@ -35,6 +35,20 @@ _BASE: dict[str, Any] = {
 }
 
 
+SHA_A = "a" * 64
+SHA_B = "0123456789abcdef" * 4
+
+
+def model(**changes: Any) -> dict[str, Any]:
+    """A valid model version for the base spec (hosts of group gpu), with ``changes`` applied."""
+    entry: dict[str, Any] = {"name": "llama", "version": "v1", "source": "https://models.example.com/llama/v1",
+                             "files": [{"path": "config.json", "sha256": SHA_A, "size": 512},
+                                       {"path": "weights/model-00001.safetensors", "sha256": SHA_B}],
+                             "groups": ["gpu"]}
+    entry.update(changes)
+    return entry
+
+
 def base() -> dict[str, Any]:
     """A small valid spec (fresh copy)."""
     return copy.deepcopy(_BASE)

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import validate_spec
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.registry import all_checks
 
-from ._specs import base
+from ._specs import SHA_A, base, model
 
 Spec = dict[str, Any]
 
@@ -134,6 +134,26 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.profiles[0].hugepages.pages[0].per_node[1]", "NUMA node 1 does not exist"),
     ("layer-settings", lambda s: prof(s).update(kernel_args=["hugepages=4"]),
      "datapath.profiles[0].kernel_args[0]", "hugepages=4 is also derived from hugepages"),
+    ("model-files", lambda s: s.update(models=[model(manifest="SHA256SUMS")]),
+     "datapath.models[0].files", "model llama@v1 gives both files and a manifest"),
+    ("model-files", lambda s: s.update(models=[model(files=[])]),
+     "datapath.models[0].files", "model llama@v1 gives neither files nor a manifest"),
+    ("model-files", lambda s: s.update(models=[model(manifest_sha256=SHA_A)]),
+     "datapath.models[0].manifest_sha256", "manifest_sha256 without a manifest"),
+    ("model-files", lambda s: s.update(models=[model(files=[{"path": "a", "sha256": SHA_A}] * 2)]),
+     "datapath.models[0].files[1].path", "a is already listed as files[0]"),
+    ("model-files", lambda s: s.update(models=[model(files=[{"path": "w/x/y", "sha256": SHA_A},
+                                                            {"path": "w", "sha256": SHA_A}])]),
+     "datapath.models[0].files[0].path", "w/x/y is below file w"),
+    ("model-files", lambda s: s.update(models=[model(files=[{"path": "a", "sha256": SHA_A},
+                                                            {"path": "a.part", "sha256": SHA_A}])]),
+     "datapath.models[0].files[1].path", "a.part is the staging name of file a"),
+    ("model-targets", lambda s: s.update(models=[model(groups=["gpu", "gpu"])]),
+     "datapath.models[0].groups[1]", "gpu is listed twice"),
+    ("model-targets", lambda s: s.update(models=[model(hosts=["h1", "h2", "h1"])]),
+     "datapath.models[0].hosts[2]", "h1 is listed twice"),
+    ("models-unique", lambda s: s.update(models=[model(), model(version="v2"), model(groups=["other"])]),
+     "datapath.models[2].version", "llama@v1 is already listed as models[0]"),
 ]
 
 

@@ -21,7 +21,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.loader impor
 from ._specs import EXAMPLE, base, example
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl", "hugepages", "kernel_cmdline",
-             "interfaces", "qos", "firmware", "storage", "k8s"}
+             "interfaces", "qos", "firmware", "storage", "k8s", "models"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:
@@ -47,6 +47,7 @@ def test_plan_has_exactly_the_documented_shape() -> None:
     assert set(plan["storage"]) == {"devices", "select", "raid", "filesystem", "mount", "directories",
                                     "reserve_bytes", "wipe_serials"}
     assert set(plan["k8s"]) == {"labels", "local_volume_class"}
+    assert plan["models"] is None  # the base spec has no models (tests/.../test_model_cache_spec.py)
     json.dumps(plan)  # plain data
 
 
