@@ -496,7 +496,7 @@ def makedirs(path, mode):
 
 def tree_bytes(path):
     total = 0
-    for dirpath, _, filenames in os.walk(path):
+    for dirpath, _dirs, filenames in os.walk(path):
         for name in filenames:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_size
@@ -560,7 +560,7 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
     if bucket is not None:
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
     free = queue.Queue()
-    for _ in range(buffers):
+    for _buffer in range(buffers):
         free.put(bytearray(chunk))
     to_hash = queue.Queue()
     to_write = queue.Queue()
@@ -758,7 +758,7 @@ class ModelCache(object):
             if expected is not None and size != expected:
                 return "corrupt", "%s has %d bytes, expected %d" % (rel, size, expected)
             if mode == "sha256":
-                digest, _ = hash_file(full)
+                digest, _size = hash_file(full)
                 if digest.hexdigest() != entry["sha256"]:
                     return "corrupt", "%s has sha256 %s, expected %s" % (rel, digest.hexdigest(), entry["sha256"])
         return ("present" if known is not None else "adopt"), None
@@ -948,8 +948,8 @@ class ModelCache(object):
         makedirs(os.path.dirname(target), self.dir_mode)
         old = None
         if os.path.lexists(target):
-            old = os.path.join(self.root, STAGING, ".replaced-%s-%s-%d" % (item["name"], item["version"],
-                                                                             os.getpid()))
+            old = os.path.join(self.root, STAGING,
+                               ".replaced-%s-%s-%d" % (item["name"], item["version"], os.getpid()))
             os.rename(target, old)
         os.rename(staging, target)
         fsync_dir(os.path.dirname(target))

@@ -33,6 +33,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: Linux nodes, as the modules it runs.
 options:
   calls:
     description: The module calls, in order.

@@ -42,8 +42,8 @@ class Handler(BaseHTTPRequestHandler):
         opts = self.server.opts
         if opts.log:
             with open(opts.log, "a") as log:
-                log.write("%s %s range=%s auth=%s\n" % (self.command, self.path, self.headers.get("Range"),
-                                                       self.headers.get("Authorization")))
+                log.write("%s %s range=%s auth=%s\n"
+                          % (self.command, self.path, self.headers.get("Range"), self.headers.get("Authorization")))
         rel = unquote(urlsplit(self.path).path).lstrip("/")
         path = os.path.realpath(os.path.join(opts.root, rel))
         if not path.startswith(os.path.realpath(opts.root) + "/") or not os.path.isfile(path):

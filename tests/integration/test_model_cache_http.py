@@ -158,7 +158,7 @@ def test_download_publishes_verified_files(netns, tmp_path, cache_root):
     entries[1]["size"] = None  # taken from HEAD
     url = netns.serve(tmp_path / "srv")
     result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="v1", source=url + "/m/v1",
-                                                                 files=entries)])
+                                                                files=entries)])
     assert not result.get("failed"), result
     model = result["models"][0]
     assert model["status"] == "published" and model["bytes_moved"] == sum(len(d) for d in files.values())
@@ -167,7 +167,7 @@ def test_download_publishes_verified_files(netns, tmp_path, cache_root):
         assert (cache_root / "m" / "v1" / rel).read_bytes() == data
     assert os.readlink(cache_root / "m" / "current") == "v1"
     again = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="v1", source=url + "/m/v1",
-                                                                files=entries)])
+                                                               files=entries)])
     assert again["changed"] is False and again["models"][0]["bytes_moved"] == 0
 
 
@@ -177,7 +177,7 @@ def test_manifest_over_http(netns, tmp_path, cache_root):
                                                                for e in entries))
     url = netns.serve(tmp_path / "srv")
     result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                 manifest="SHA256SUMS")])
+                                                                manifest="SHA256SUMS")])
     assert [f["path"] for f in result["models"][0]["files"]] == ["a.bin", "b.bin"]
     assert (cache_root / "m" / "1" / "b.bin").read_bytes() == blob(2000, 3)
 
@@ -205,7 +205,7 @@ def test_interrupted_transfer_is_retried_within_the_run(netns, tmp_path, cache_r
     entries = publish_tree(tmp_path / "srv" / "m", {"w.bin": data})
     url = netns.serve(tmp_path / "srv", "--drop-after", str(MiB), "--drops", "2")
     result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                 files=entries)], retries=3)
+                                                                files=entries)], retries=3)
     assert not result.get("failed"), result
     assert result["models"][0]["resumed_bytes"] == MiB + 2 * MiB  # resumed at 1 MiB, then at 2 MiB
     assert result["models"][0]["bytes_moved"] == len(data)
@@ -220,7 +220,7 @@ def test_server_without_range_restarts_from_zero(netns, tmp_path, cache_root):
     part.write_bytes(data[:MiB])
     url = netns.serve(tmp_path / "srv", "--no-range")
     result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                 files=entries)])
+                                                                files=entries)])
     assert not result.get("failed"), result
     assert result["models"][0]["resumed_bytes"] == 0 and result["models"][0]["bytes_moved"] == len(data)
     assert (cache_root / "m" / "1" / "w.bin").read_bytes() == data
@@ -234,7 +234,7 @@ def test_corrupted_source_byte_is_detected_and_nothing_published(netns, tmp_path
     (tmp_path / "srv" / "m" / "w.bin").write_bytes(bytes(bad))
     url = netns.serve(tmp_path / "srv")
     result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                 files=entries)])
+                                                                files=entries)])
     assert result.get("failed")
     assert "checksum mismatch" in result["msg"] and entries[0]["sha256"] in result["msg"]
     assert result["actual_sha256"] == sha(bytes(bad))
@@ -248,7 +248,7 @@ def test_s3_requests_are_path_style_and_signed(netns, tmp_path, cache_root):
     log = tmp_path / "requests.log"
     url = netns.serve(tmp_path / "srv", "--log", str(log))
     result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source="s3://bucket/llama/v1",
-                                                                 files=entries)],
+                                                                files=entries)],
                              s3=dict(endpoint_url=url, region="us-east-1", access_key="AKIDEXAMPLE",
                                      secret_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"))
     assert not result.get("failed"), result
@@ -269,7 +269,7 @@ def test_throughput_against_curl(netns, tmp_path):
         handle.truncate(size)
     digest = hashlib.sha256()
     zeros = bytes(8 * MiB)
-    for _ in range(size // len(zeros)):
+    for _chunk in range(size // len(zeros)):
         digest.update(zeros)
     url = netns.serve(srv)
     dest = Path(os.environ.get("MODEL_CACHE_BENCH_DIR") or tmp_path / "dest")
@@ -286,8 +286,8 @@ def test_throughput_against_curl(netns, tmp_path):
         target.unlink()
         root = dest / ("models-%d" % attempt)
         result = netns.run_cache(root=str(root), models=[dict(name="big", version="1", source=url,
-                                                               files=[dict(path="model.bin", sha256=digest.hexdigest(),
-                                                                           size=size)])])
+                                                              files=[dict(path="model.bin", sha256=digest.hexdigest(),
+                                                                          size=size)])])
         assert not result.get("failed"), result
         figures["model_cache"].append(result["models"][0]["throughput_bytes_per_s"])
         shutil.rmtree(root)

@@ -306,8 +306,8 @@ def check_model_files(model: Model) -> Iterator[Issue]:
     unique, none is the directory of another, and none is another's staging name (its path + '.part')."""
     label = f"{model.name}@{model.version}"
     if bool(model.files) == (model.manifest is not None):
-        yield Issue(("files",), f"model {label} gives " + ("both files and a manifest" if model.files
-                                                             else "neither files nor a manifest"),
+        given = "both files and a manifest" if model.files else "neither files nor a manifest"
+        yield Issue(("files",), f"model {label} gives " + given,
                     "list files with their sha256, or name a sha256sum manifest below the source")
     if model.manifest_sha256 is not None and model.manifest is None:
         yield Issue(("manifest_sha256",), "manifest_sha256 without a manifest", "set manifest or remove it")

@@ -656,7 +656,7 @@ class FakeClock:
 def test_token_bucket_sleeps_for_the_bytes_over_the_burst():
     clock = FakeClock()
     bucket = mc.TokenBucket(1000000, burst=250000, clock=clock, sleep=clock.sleep)
-    for _ in range(40):
+    for _attempt in range(40):
         bucket.consume(100000)  # 4 MB at 1 MB/s with no time passing but the sleeps
     assert bucket.slept == pytest.approx((4000000 - 250000) / 1000000.0)
     assert clock.now == pytest.approx(3.75)
@@ -750,8 +750,9 @@ def test_sigv4_matches_the_aws_published_get_object_example():
 
 
 def test_s3_source_is_path_style_and_signed():
-    source = mc.S3Source(("models", "llama/v1"), s3=dict(endpoint_url="http://minio:9000/", region="eu-1",
-                                                          access_key="AK", secret_key="SK", session_token="TOK"))
+    s3 = dict(endpoint_url="http://minio:9000/", region="eu-1", access_key="AK", secret_key="SK",
+              session_token="TOK")
+    source = mc.S3Source(("models", "llama/v1"), s3=s3)
     assert source.url("dir/a b.bin") == "http://minio:9000/models/llama/v1/dir/a%20b.bin"
     assert source.describe("x") == "s3://models/llama/v1/x"
     headers = source.request_headers("GET", source.url("x"), {"Range": "bytes=5-"})

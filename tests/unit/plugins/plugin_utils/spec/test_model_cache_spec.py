@@ -210,8 +210,8 @@ def test_a_host_without_storage_that_must_hold_a_model_is_a_plan_error() -> None
 def test_validate_inventory_reports_hosts_without_storage() -> None:
     spec = with_models(model(groups=["cpu"]))
     errors = validate_inventory(spec, {"g1": (["gpu"], {}), "c1": (["cpu"], {}), "c2": (["cpu"], {})})
-    assert [(e.host, e.path) for e in errors] == [("c1", "datapath.models[0].groups[0]"),
-                                                 ("c2", "datapath.models[0].groups[0]")]
+    assert [(e.host, e.path) for e in errors] == [
+        ("c1", "datapath.models[0].groups[0]"), ("c2", "datapath.models[0].groups[0]")]
 
 
 def test_planner_keys_its_cache_by_the_models_a_host_holds() -> None:
@@ -257,7 +257,7 @@ sources = st.one_of(rel_paths.map(lambda p: "/srv/" + p), rel_paths.map(lambda p
 def model_specs(draw: st.DrawFn) -> dict[str, Any]:
     models = []
     seen: set[tuple[str, str]] = set()
-    for _ in range(draw(st.integers(0, 4))):
+    for _index in range(draw(st.integers(0, 4))):
         name, version = draw(names), draw(names)
         if (name, version) in seen:
             continue
