@@ -32,14 +32,14 @@ unit: bootstrap  ## fast unit tests (no root, no lab)
 	$(BIN)/pytest -q -m "not lab" tests/unit $(PYTEST_ARGS)
 
 integration: bootstrap  ## lab tests through the real kernel and real ansible-playbook
-	$(BIN)/pytest -q -m lab tests/integration $(PYTEST_ARGS)
+	$(BIN)/pytest -q -m "lab and not slow" tests/integration $(PYTEST_ARGS)
 
 molecule: bootstrap  ## molecule scenarios over the lab (delegated driver)
 	@./scripts/molecule.sh
 
 lint: bootstrap  ## ruff, mypy, ansible-lint (production profile)
 	$(BIN)/ruff check .
-	$(BIN)/mypy lab/datapath_lab plugins/plugin_utils plugins/filter
+	$(BIN)/mypy lab/datapath_lab plugins/plugin_utils plugins/filter plugins/action
 	$(BIN)/ansible-lint --offline --profile production
 
 sanity: bootstrap  ## ansible-test sanity (offline) on a copy of the collection

@@ -16,15 +16,15 @@ stage() {
 }
 
 cleanup() {
-  for lab in dpt dpx dpm; do "$BIN/datapath-lab" --name "$lab" down >/dev/null 2>&1 || true; done
+  for lab in dpt dpx dpm dpmc; do "$BIN/datapath-lab" --name "$lab" down >/dev/null 2>&1 || true; done
 }
 trap cleanup EXIT
 
 stage ruff        "$BIN/ruff" check .
-stage mypy        "$BIN/mypy" lab/datapath_lab plugins/plugin_utils plugins/filter
+stage mypy        "$BIN/mypy" lab/datapath_lab plugins/plugin_utils plugins/filter plugins/action
 stage ansible-lint "$BIN/ansible-lint" --offline --profile production -q
 stage unit        "$BIN/pytest" -q -m "not lab" tests/unit
-stage integration "$BIN/pytest" -q -m lab tests/integration tests/unit
+stage integration "$BIN/pytest" -q -m "lab and not slow" tests/integration tests/unit
 stage molecule    ./scripts/molecule.sh
 stage sanity      ./scripts/sanity.sh
 stage build       ./scripts/build-check.sh

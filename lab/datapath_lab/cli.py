@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .core import DEFAULT_FABRICS, Lab, LabConfig, LabError
+from .core import DEFAULT_FABRICS, SERVER_PORT, Lab, LabConfig, LabError
 
 
 def _fabric(text: str) -> tuple[str, int]:
@@ -14,6 +14,13 @@ def _fabric(text: str) -> tuple[str, int]:
     if not sep or not mtu.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r}: use NAME:MTU, e.g. rdma:9000")
     return name, int(mtu)
+
+
+def _server(text: str) -> tuple[str, str]:
+    name, sep, fabric = text.rpartition(":")
+    if not fabric:
+        raise argparse.ArgumentTypeError(f"{text!r}: use [NAME:]FABRIC, e.g. src:rdma")
+    return (name if sep else "src"), fabric
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default: mgmt:1500 rdma:9000)")
     up.add_argument("--nvme-size", default="2G", help="size of each node's sparse NVMe image (default 2G)")
     up.add_argument("--inventory-dir", help="where to write the inventory (default: inventories/lab)")
+    up.add_argument("--server", type=_server, metavar="[NAME:]FABRIC",
+                    help="add a source-server namespace NAME (default src) on FABRIC at .250 of its subnet")
 
     sub.add_parser("down", help="remove every namespace, process, mount and loop device of the lab")
     st = sub.add_parser("status", help="show the lab; exit 0 healthy, 1 degraded, 3 not up")
@@ -42,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("exec", help="run a command inside a node: exec NODE -- CMD...")
     ex.add_argument("node")
     ex.add_argument("argv", nargs=argparse.REMAINDER)
+    srv = sub.add_parser("serve", help="serve a directory over HTTP (Range support) from the source server")
+    srv.add_argument("directory", nargs="?")
+    srv.add_argument("--port", type=int, default=SERVER_PORT, help=f"TCP port (default {SERVER_PORT})")
+    srv.add_argument("--stop", action="store_true", help="stop the running HTTP server instead")
     mtu = sub.add_parser("set-port-mtu", help="set a switch port's MTU (simulate a misconfigured switch)")
     mtu.add_argument("node")
     mtu.add_argument("fabric")
@@ -55,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "up":
             config = LabConfig(name=args.name, nodes=args.nodes, fabrics=args.fabrics or list(DEFAULT_FABRICS),
-                               nvme_size=args.nvme_size, inventory_dir=args.inventory_dir)
+                               nvme_size=args.nvme_size, inventory_dir=args.inventory_dir, server=args.server)
             state = lab.up(config)
             print(f"inventory: {state['inventory_dir']}/hosts.yml")
             return 0
@@ -76,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
                 for node, info in status["nodes"].items():
                     addrs = ", ".join(f"{i['ifname']} {i['address']}" for i in info["interfaces"].values())
                     print(f"  {node}: nvme {info['nvme']}; {addrs}")
+                server = status.get("server")
+                if server:
+                    serving = server.get("serving")
+                    what = (f"serving {serving['directory']} at {serving['url']} (pid {serving['pid']})"
+                            if serving else "not serving")
+                    print(f"  server {server['name']}: {server['fabric']} {server['ifname']} "
+                          f"{server['address']}; {what}")
                 for problem in status["problems"]:
                     print(f"  PROBLEM: {problem}")
             if not status["up"]:
@@ -91,6 +111,15 @@ def main(argv: list[str] | None = None) -> int:
             if not cmd:
                 raise LabError("exec NODE -- COMMAND...: no command given")
             return lab.exec(args.node, cmd)
+        if args.command == "serve":
+            if args.stop:
+                print(f"{lab.name}: source server " + ("stopped" if lab.stop_serve() else "was not running"))
+                return 0
+            if not args.directory:
+                raise LabError("serve DIRECTORY [--port N] (or serve --stop)")
+            serving = lab.serve(args.directory, args.port)
+            print(f"{lab.name}: serving {serving['directory']} at {serving['url']} (pid {serving['pid']})")
+            return 0
         if args.command == "set-port-mtu":
             lab.set_port_mtu(args.node, args.fabric, args.mtu)
             print(f"{lab.name}: switch port of {args.node} on {args.fabric} now MTU {args.mtu}")

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -23,6 +24,11 @@ RUN_ROOT = "/run/datapath-lab"  # a tmpfs per lab: overlay upper dirs of the nod
 # Interface names of each fabric inside a node, like real NICs (onboard, then PCIe ports).
 NIC_NAMES = ["eno1", "ens1f0np0", "ens2f0np0", "ens3f0np0", "ens4f0np0", "ens5f0np0"]
 DEFAULT_FABRICS = (("mgmt", 1500), ("rdma", 9000))
+# The optional source server (`up --server NAME:FABRIC`): its own namespace on one fabric at
+# this host address of the fabric's subnet, interface name inside it, default HTTP port.
+SERVER_HOST = 250
+SERVER_IFNAME = "eth0"
+SERVER_PORT = 8080
 
 # Global kernel state that roles and tests may change: recorded by `up`, restored by `down`.
 GLOBAL_SYSCTL_DIRS = ("vm",)
@@ -87,6 +93,7 @@ class LabConfig:
     fabrics: list[tuple[str, int]] = field(default_factory=lambda: list(DEFAULT_FABRICS))
     nvme_size: str = "2G"
     inventory_dir: str | None = None  # default: <repo>/inventories/lab for the default lab
+    server: tuple[str, str] | None = None  # (server name, fabric name): a source-server namespace
 
     def validate(self) -> None:
         if not self.name.isalnum() or len(self.name) > 6:
@@ -105,6 +112,13 @@ class LabConfig:
             if not 68 <= mtu <= 9216:
                 raise LabError(f"fabric {name}: MTU {mtu} outside 68..9216")
         parse_size(self.nvme_size)
+        if self.server is not None:
+            name, fabric = self.server
+            if not name.isalnum() or len(name) > 8 or name.startswith(("node", "sw")):
+                raise LabError(f"server name {name!r}: use up to 8 letters or digits, not starting "
+                               "with 'node' or 'sw' (those name the nodes and switches)")
+            if fabric not in seen:
+                raise LabError(f"server fabric {fabric!r}: no such fabric; fabrics: {', '.join(sorted(seen))}")
 
     def fabric_objs(self) -> list[Fabric]:
         return [Fabric(n, m, i) for i, (n, m) in enumerate(self.fabrics)]
@@ -169,6 +183,21 @@ class Lab:
     @staticmethod
     def port(node: str) -> str:
         return f"p-{node}"
+
+    def server_info(self, state: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The source server of the lab (namespace, fabric, address, serving process) or None."""
+        state = state if state is not None else self.load_state()
+        server: dict[str, Any] | None = (state or {}).get("server")
+        return server
+
+    def serve_pid(self, state: dict[str, Any] | None = None) -> int | None:
+        """PID of the running HTTP source server (`serve`), checked against its start time."""
+        server = self.server_info(state)
+        serving = (server or {}).get("serving")
+        if not serving:
+            return None
+        pid = int(serving["pid"])
+        return pid if proc_starttime(pid) == serving.get("start") else None
 
     # ---------------------------------------------------------------- state
     def load_state(self) -> dict[str, Any] | None:
@@ -265,6 +294,12 @@ class Lab:
         for fabric in state["fabrics"]:
             if self.sw(fabric["name"]) not in have:
                 problems.append(f"fabric {fabric['name']}: switch namespace missing")
+        server = self.server_info(state)
+        if server:
+            if server["ns"] not in have:
+                problems.append(f"server {server['name']}: namespace {server['ns']} missing")
+            if server.get("serving") and self.serve_pid(state) is None:
+                problems.append(f"server {server['name']}: HTTP server (port {server['serving']['port']}) gone")
         return problems
 
     # ---------------------------------------------------------------- up
@@ -333,6 +368,9 @@ class Lab:
         for idx, node in enumerate(names, start=1):
             hosts += "".join(f"{f.address(idx)} {node}-{f.name}" + (f" {node}" if f.index == 0 else "") + "\n"
                              for f in fabrics)
+        if config.server:
+            fabric = next(f for f in fabrics if f.name == config.server[1])
+            hosts += f"{fabric.subnet.network_address + SERVER_HOST} {config.server[0]}\n"
 
         size = parse_size(config.nvme_size)
         for idx, node in enumerate(names, start=1):
@@ -367,6 +405,9 @@ class Lab:
             state["nodes"][node]["holder_start"] = proc_starttime(pid)
             self.save_state(state)
 
+        if config.server:
+            self._build_server(config.server[0], next(f for f in fabrics if f.name == config.server[1]), state)
+
         deadline = time.monotonic() + 20
         for node in names:
             ready = os.path.join(self.run_dir, "nodes", node, "ready")
@@ -376,6 +417,23 @@ class Lab:
                 if time.monotonic() > deadline:
                     raise LabError(f"{node}: holder not ready after 20 s; see {self._holder_log(node)}")
                 time.sleep(0.02)
+
+    def _build_server(self, name: str, fabric: Fabric, state: dict[str, Any]) -> None:
+        """A namespace with one NIC on ``fabric``'s switch, wired exactly like a node's NIC."""
+        ns, sw = self.ns(name), self.sw(fabric.name)
+        address = str(fabric.subnet.network_address + SERVER_HOST)
+        mac = "02:dd:%02x:%02x:ff:%02x" % (_lab_byte(self.name), fabric.index, SERVER_HOST)
+        state["server"] = {"name": name, "ns": ns, "fabric": fabric.name, "ifname": SERVER_IFNAME,
+                           "address": address, "prefixlen": fabric.subnet.prefixlen, "mac": mac,
+                           "mtu": fabric.mtu, "serving": None}
+        self.save_state(state)
+        run(["ip", "netns", "add", ns])
+        run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        run(["ip", "link", "add", SERVER_IFNAME, "netns", ns, "type", "veth",
+             "peer", "name", self.port(name), "netns", sw])
+        run(["ip", "-n", ns, "link", "set", SERVER_IFNAME, "address", mac, "mtu", str(fabric.mtu), "up"])
+        run(["ip", "-n", ns, "addr", "add", f"{address}/{fabric.subnet.prefixlen}", "dev", SERVER_IFNAME])
+        run(["ip", "-n", sw, "link", "set", self.port(name), "mtu", str(fabric.mtu), "master", "br0", "up"])
 
     def _holder_log(self, node: str) -> str:
         return os.path.join(self.state_dir, f"holder-{node}.log")
@@ -417,6 +475,12 @@ class Lab:
         """Remove everything of this lab, from any state; idempotent. Returns what it did."""
         done: list[str] = []
         state = self.load_state()
+        # 0. the HTTP source server, by its recorded PID (also found below by namespace).
+        serve = self.serve_pid(state) if state else None
+        if serve:
+            _kill(serve)
+            _wait_gone([serve])
+            done.append(f"stopped the source server (pid {serve})")
         # 1. every process inside the lab's namespaces (holders, sshd -i sessions, modules).
         for ns in self.namespaces():
             pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
@@ -491,6 +555,75 @@ class Lab:
     def run_in_switch(self, fabric: str, argv: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
         return run(["ip", "netns", "exec", self.sw(fabric)] + argv, check=check)
 
+    def serve(self, directory: str, port: int = SERVER_PORT, timeout: float = 10.0) -> dict[str, Any]:
+        """Start the HTTP source server (datapath_lab.httpsrc) in the server namespace, in the
+        background, serving ``directory``; a running one is stopped first. Returns its record."""
+        state = self.require_state()
+        server = self.server_info(state)
+        if not server:
+            raise LabError(f"lab {self.name} has no source server; bring it up with `up --server NAME:FABRIC`")
+        if server["ns"] not in self.namespaces():
+            raise LabError(f"server namespace {server['ns']} is missing; run `datapath-lab up` to recover")
+        directory = os.path.abspath(directory)
+        if not os.path.isdir(directory):
+            raise LabError(f"serve: {directory} is not a directory")
+        if not 1 <= port <= 65535:
+            raise LabError(f"serve: port {port} outside 1..65535")
+        self.stop_serve()
+        state = self.require_state()
+        server = state["server"]
+        ready = os.path.join(self.state_dir, f"serve-{server['name']}.ready")
+        log = os.path.join(self.state_dir, f"serve-{server['name']}.log")
+        requests = os.path.join(self.state_dir, f"serve-{server['name']}.requests.jsonl")
+        if os.path.exists(ready):
+            os.unlink(ready)
+        env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+        with open(log, "a") as out, open(os.devnull) as devnull:
+            proc = subprocess.Popen(
+                ["nsenter", f"--net=/run/netns/{server['ns']}", "--", sys.executable, "-m", "datapath_lab.httpsrc",
+                 directory, "--bind", server["address"], "--port", str(port), "--log", requests, "--ready", ready],
+                stdin=devnull, stdout=out, stderr=out, start_new_session=True, close_fds=True, cwd="/", env=env,
+            )
+        server["serving"] = {"pid": proc.pid, "start": proc_starttime(proc.pid), "port": port,
+                             "directory": directory, "url": f"http://{server['address']}:{port}",
+                             "log": log, "requests": requests}
+        self.save_state(state)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(ready):
+            if proc.poll() is not None:
+                server["serving"] = None
+                self.save_state(state)
+                raise LabError(f"the source server exited (rc={proc.returncode}); see {log}")
+            if time.monotonic() > deadline:
+                self.stop_serve()
+                raise LabError(f"the source server did not listen within {timeout:.0f} s; see {log}")
+            time.sleep(0.02)
+        serving: dict[str, Any] = server["serving"]
+        return serving
+
+    def stop_serve(self) -> bool:
+        """Stop the HTTP source server by its recorded PID; True when one was running."""
+        state = self.load_state()
+        server = self.server_info(state)
+        if not state or not server or not server.get("serving"):
+            return False
+        pid = self.serve_pid(state)
+        if pid:
+            _kill(pid)
+            _wait_gone([pid])
+        server["serving"] = None
+        self.save_state(state)
+        return pid is not None
+
+    def source_requests(self) -> list[dict[str, Any]]:
+        """The source server's request log (one dict per request, oldest first)."""
+        server = self.server_info()
+        path = ((server or {}).get("serving") or {}).get("requests")
+        if not path or not os.path.exists(path):
+            return []
+        with open(path) as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
     def shell(self, node: str) -> int:
         return subprocess.call(self.nsenter_argv(node) + ["/bin/bash", "-l"],
                                env={**os.environ, "PS1": f"[{node}] \\w# "})
@@ -510,7 +643,7 @@ class Lab:
         if state is None:
             return {"name": self.name, "up": False, "leftovers": self.namespaces() + self.loop_devices()}
         return {"name": self.name, "up": True, "problems": self.health(state), "nodes": state["nodes"],
-                "fabrics": state["fabrics"], "created": state.get("created"),
+                "fabrics": state["fabrics"], "server": state.get("server"), "created": state.get("created"),
                 "up_seconds": state.get("up_seconds"), "inventory_dir": state.get("inventory_dir")}
 
     # ---------------------------------------------------------------- inventory
@@ -548,7 +681,7 @@ class Lab:
         half = (len(names) + 1) // 2
         inventory = {
             "all": {
-                "vars": {"datapath_lab_name": self.name},
+                "vars": {"datapath_lab_name": self.name, **self._server_vars(state)},
                 "children": {
                     "gpu_nodes": {
                         "hosts": {n: {} for n in names},
@@ -572,9 +705,22 @@ class Lab:
         return inv
 
 
+    @staticmethod
+    def _server_vars(state: dict[str, Any]) -> dict[str, Any]:
+        server = state.get("server")
+        if not server:
+            return {}
+        return {"datapath_lab_server": {"name": server["name"], "fabric": server["fabric"],
+                                        "address": server["address"]}}
+
+
 # -------------------------------------------------------------------- helpers
 def _config_dict(config: LabConfig) -> dict[str, Any]:
-    return {"nodes": config.nodes, "fabrics": [list(f) for f in config.fabrics], "nvme_size": config.nvme_size}
+    found: dict[str, Any] = {"nodes": config.nodes, "fabrics": [list(f) for f in config.fabrics],
+                             "nvme_size": config.nvme_size}
+    if config.server:  # only when set: labs up before servers existed keep comparing equal
+        found["server"] = list(config.server)
+    return found
 
 
 def _lab_byte(name: str) -> int:

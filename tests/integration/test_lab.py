@@ -208,3 +208,63 @@ def test_lab_spec_validates_and_plans_every_node(lab: LabHandle) -> None:
     assert plan["storage"]["devices"] == [lab.state["nodes"]["node2"]["nvme"]]
     assert {i["name"]: i["mtu"] for i in plan["interfaces"]} == {"eno1": 1500, "ens1f0np0": 9000}
     assert plan["qos"][0]["roce_tos"] == 106
+
+
+def test_source_server_serves_ranges_on_its_fabric_and_down_removes_it(scratch_lab, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lab, inv = scratch_lab
+    state = lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv, server=("src", "rdma")),
+                   log=lambda *_: None)
+    server = state["server"]
+    assert (server["ns"], server["address"], server["mtu"]) == ("dpx-src", "198.18.1.250", 9000)
+    assert "dpx-src" in lab.namespaces() and lab.health(state) == []
+    link = json.loads(run_ns("dpx-src", ["ip", "-j", "addr", "show", "eth0"]))[0]
+    assert link["mtu"] == 9000
+    assert [a["local"] for a in link["addr_info"] if a["family"] == "inet"] == ["198.18.1.250"]
+    # wired into the rdma switch like a node's port; the management fabric never sees it
+    assert "p-src" in lab.run_in_switch("rdma", ["ip", "-o", "link", "show", "master", "br0"]).stdout
+    assert "p-src" not in lab.run_in_switch("mgmt", ["ip", "-o", "link", "show"]).stdout
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "hello.txt").write_text("hello, lab\n")
+    with open(served / "sparse.bin", "wb") as fh:
+        fh.truncate(64 << 20)
+    serving = lab.serve(str(served), port=8081)
+    assert serving["url"] == "http://198.18.1.250:8081"
+    out = lab.run_in("node1", ["/bin/sh", "-c",
+                               "curl -sf http://src:8081/hello.txt; "
+                               "curl -sf -r 7- http://198.18.1.250:8081/hello.txt; "
+                               "curl -s -o /dev/null -w '%{http_code} %{size_download}\\n' -r 1048576- "
+                               "http://198.18.1.250:8081/sparse.bin; "
+                               "curl -s -o /dev/null -w '%{http_code}\\n' -r 99999999- "
+                               "http://198.18.1.250:8081/sparse.bin; "
+                               "curl -s -o /dev/null -w '%{http_code}\\n' http://198.18.1.250:8081/%2e%2e/etc/passwd; "
+                               "ping -c1 -W2 -M do -s 8972 198.18.1.250 >/dev/null && echo jumbo"]).stdout
+    assert out.splitlines() == ["hello, lab", "lab", f"206 {(64 << 20) - 1048576}", "416", "404", "jumbo"]
+    ranges = [(r["path"], r["range"], r["status"]) for r in lab.source_requests()]
+    assert ("/sparse.bin", "bytes=1048576-", 206) in ranges
+    pid = serving["pid"]
+    lab.down(log=lambda *_: None)
+    assert not os.path.exists(f"/proc/{pid}")
+    assert _leftovers("dpx") == []
+
+
+def test_down_stops_the_source_server_of_a_lab_without_state(scratch_lab, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    lab, inv = scratch_lab
+    lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv, server=("src", "mgmt")),
+           log=lambda *_: None)
+    pid = lab.serve(str(tmp_path))["pid"]
+    os.unlink(lab.state_file)  # as if `up` had crashed: the server is found by its namespace
+    lab.down(log=lambda *_: None)
+    assert not os.path.exists(f"/proc/{pid}")
+    assert _leftovers("dpx") == []
+
+
+def test_up_refuses_a_bad_server() -> None:
+    with pytest.raises(LabError, match="server fabric"):
+        LabConfig(name="dpx", server=("src", "nosuch")).validate()
+    with pytest.raises(LabError, match="server name"):
+        LabConfig(name="dpx", server=("node9", "rdma")).validate()
+
+
+def run_ns(ns: str, argv: list[str]) -> str:
+    return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, check=True).stdout

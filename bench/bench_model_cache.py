@@ -1,0 +1,298 @@
+"""Model cache figures: warm-up throughput of model_cache vs a plain copy, and N nodes with and without a limit.
+
+On a lab with a source server (lab `dpmb`, `up --server src:rdma`, datapath_lab.httpsrc
+serving a sparse model: one --size-mib weights file with random blocks plus a 3 MiB file),
+every node's NVMe cache is laid out with nvme_layout, then:
+
+(a) one node, interleaved rounds: model_cache from the HTTP source vs `curl -o` of the same
+    files followed by `sync FILE...` (fsync: the module fsyncs before it publishes, so the
+    raw copy is made as durable), and model_cache from a local path vs `cp` + `sync`. The
+    module's figure is its own `seconds` (download, sha256 while writing, fsync; not the
+    Ansible round trip, reported apart). Each round removes its copies and runs fstrim, so
+    every round writes to free space of the same kind.
+(b) all N nodes at once through ansible-playbook (tests/integration/playbooks/model_cache.yml):
+    without a limit, with `throttle` = --throttle (the cluster-wide concurrency limit), with a
+    per-node `bandwidth_limit` of --bandwidth-mib, and with both: total wall time, each node's
+    throughput, and the source's load from the counters of its NIC (sampled every 0.1 s from
+    /proc/<server pid>/net/dev): peak over 1 s and the mean while sending. On the lab all
+    nodes write to the host's one disk, so without a cap the disk, not the network, sets the
+    aggregate rate; the page cache absorbs bursts, which the peak shows.
+
+Prints one `name: value` line per figure; ratios come from the same run (median of --rounds;
+`_best`: fastest of each). Run as root: `.venv/bin/python bench/bench_model_cache.py`. The lab
+and the source files are always removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "lab"))
+
+from datapath_lab import Lab, LabConfig  # noqa: E402
+
+MOUNT = "/mnt/model-cache"
+ROOT = MOUNT + "/models"
+SCRATCH = MOUNT + "/raw"
+PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "model_cache.yml")
+BIN = os.path.join(REPO, ".venv", "bin")
+MIB = 1 << 20
+
+
+def make_model(base: str, size: int) -> list[dict[str, Any]]:
+    import hashlib
+
+    os.makedirs(os.path.join(base, "weights"), exist_ok=True)
+    big = os.path.join(base, "weights", "model.bin")
+    with open(big, "wb") as fh:
+        fh.truncate(size)
+        for offset in range(0, size, 256 * MIB):  # a random MiB every 256 MiB, holes between
+            fh.seek(offset)
+            fh.write(os.urandom(MIB))
+    with open(os.path.join(base, "tokenizer.json"), "wb") as fh:
+        fh.write(os.urandom(3 * MIB))
+    files = []
+    for rel in ("weights/model.bin", "tokenizer.json"):
+        digest = hashlib.sha256()
+        with open(os.path.join(base, rel), "rb") as fh:
+            while chunk := fh.read(16 * MIB):
+                digest.update(chunk)
+        files.append({"path": rel, "sha256": digest.hexdigest(), "size": os.path.getsize(os.path.join(base, rel))})
+    return files
+
+
+class Sampler:
+    """Bytes sent by the source server's NIC, sampled from /proc/<pid>/net/dev (its namespace)."""
+
+    def __init__(self, pid: int, ifname: str = "eth0", interval: float = 0.1) -> None:
+        self.path = f"/proc/{pid}/net/dev"
+        self.ifname = ifname
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def tx_bytes(self) -> int:
+        with open(self.path) as fh:
+            for line in fh:
+                name, _, rest = line.partition(":")
+                if name.strip() == self.ifname:
+                    return int(rest.split()[8])
+        raise RuntimeError(f"no {self.ifname} in {self.path}")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self.tx_bytes()))
+            time.sleep(self.interval)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.monotonic(), self.tx_bytes()))
+
+    def peak(self, window: float = 1.0) -> float:
+        """Highest send rate (bytes/s) over any `window` seconds."""
+        best = 0.0
+        j = 0
+        for i in range(len(self.samples)):
+            while j < i and self.samples[i][0] - self.samples[j][0] > window:
+                j += 1
+            if j < i and self.samples[i][0] - self.samples[j][0] >= window * 0.8:
+                t = self.samples[i][0] - self.samples[j][0]
+                best = max(best, (self.samples[i][1] - self.samples[j][1]) / t)
+        return best
+
+    def busy_mean(self) -> float:
+        """Mean send rate (bytes/s) between the first and the last sample that saw bytes move."""
+        moving = [i for i in range(1, len(self.samples)) if self.samples[i][1] > self.samples[i - 1][1]]
+        if not moving:
+            return 0.0
+        first, last = self.samples[moving[0] - 1], self.samples[moving[-1]]
+        return (last[1] - first[1]) / max(last[0] - first[0], 1e-9)
+
+
+class Bench:
+    def __init__(self, lab: Lab, state: dict[str, Any], url: str, local: str, files: list[dict[str, Any]]) -> None:
+        self.lab = lab
+        self.state = state
+        self.inventory = os.path.join(state["inventory_dir"], "hosts.yml")
+        self.url = url
+        self.local = local
+        self.files = files
+        self.env = {**os.environ, "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+                    "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "PATH": BIN + os.pathsep + os.environ["PATH"]}
+
+    def sh(self, node: str, script: str) -> str:
+        return self.lab.run_in(node, ["/bin/sh", "-c", script]).stdout
+
+    def playbook(self, extra: dict[str, Any], limit: str | None = None) -> dict[str, Any]:
+        argv = [os.path.join(BIN, "ansible-playbook"), "-i", self.inventory, PLAYBOOK, "-e", json.dumps(extra)]
+        proc = subprocess.run(argv + (["--limit", limit] if limit else []), capture_output=True, text=True,
+                              cwd=REPO, env=self.env, check=False)
+        data: dict[str, Any] = json.loads(proc.stdout[proc.stdout.index("{"):]) if "{" in proc.stdout else {}
+        if proc.returncode != 0:
+            raise RuntimeError(f"ansible-playbook failed (rc={proc.returncode}): {proc.stdout[-3000:]}"
+                               f"{proc.stderr[-2000:]}")
+        return data
+
+    @staticmethod
+    def module_results(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for play in data.get("plays", []):
+            for task in play.get("tasks", []):
+                if task["task"]["name"] == "Warm the model cache":
+                    found.update(task["hosts"])
+        return found
+
+    def clean(self, node: str) -> None:
+        self.sh(node, f"rm -rf {ROOT}/* {ROOT}/.staging {SCRATCH}; sync; fstrim {MOUNT} >/dev/null 2>&1; true")
+
+    def model(self, version: str, source: str) -> dict[str, Any]:
+        return {"name": "bench", "version": version, "source": source, "files": self.files}
+
+    def module_seconds(self, node: str, version: str, source: str) -> tuple[float, float]:
+        """(the module's own seconds for the copy, wall seconds of the whole ansible-playbook)."""
+        t0 = time.perf_counter()
+        data = self.playbook({"mc": {"models": [self.model(version, source)]}, "mc_layout": False}, limit=node)
+        wall = time.perf_counter() - t0
+        [model] = self.module_results(data)[node]["models"]
+        assert model["status"] == "published" and model["bytes_moved"] == self.total, model
+        return float(model["seconds"]), wall
+
+    @property
+    def total(self) -> int:
+        return sum(f["size"] for f in self.files)
+
+    def raw_seconds(self, node: str, how: str) -> float:
+        paths = [f["path"] for f in self.files]
+        dests = [f"{SCRATCH}/{p}" for p in paths]
+        self.sh(node, "mkdir -p " + " ".join(sorted({os.path.dirname(d) for d in dests})))
+        if how == "curl":
+            copy = "curl -sSf " + " ".join(f"-o {d} {self.url}/{p}" for d, p in zip(dests, paths, strict=True))
+        else:
+            # --sparse=never: write every byte, as curl and the module do (real weights have no
+            # holes; cp's default would skip the lab file's holes and write almost nothing).
+            copy = "; ".join(f"cp --sparse=never {self.local}/{p} {d}" for d, p in zip(dests, paths, strict=True))
+        t0 = time.perf_counter()
+        self.sh(node, f"{copy} && sync {' '.join(dests)}")
+        return time.perf_counter() - t0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", default="dpmb")
+    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--size-mib", type=int, default=1024, help="size of the sparse weights file")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--throttle", type=int, default=2, help="concurrency limit of the limited run")
+    parser.add_argument("--bandwidth-mib", type=int, default=64, help="per-node cap (MiB/s) of the capped runs")
+    args = parser.parse_args()
+    lab = Lab(args.name)
+    inv = os.path.join(REPO, ".cache", "bench", args.name)
+    # The source lies on the host's root filesystem: the server reads it from there, and the
+    # nodes see the same path through their overlay's lower layer (the `cp` source).
+    src = f"/var/tmp/datapath-lab-bench-{args.name}"
+    shutil.rmtree(src, ignore_errors=True)
+    figures: list[tuple[str, str]] = []
+    try:
+        files = make_model(os.path.join(src, "model"), args.size_mib * MIB)
+        nvme = f"{max(2, (args.size_mib * 3) // 1024 + 1)}G"
+        state = lab.up(LabConfig(name=args.name, nodes=args.nodes, nvme_size=nvme, inventory_dir=inv,
+                                 server=("src", "rdma")), log=lambda *_: None)
+        serving = lab.serve(src)
+        bench = Bench(lab, state, serving["url"] + "/model", os.path.join(src, "model"), files)
+        bench.playbook({"mc": {"models": []}})  # lay out every node's cache
+        mib = bench.total / MIB
+        node = "node1"
+
+        # (a) one node: model_cache vs the raw copy of the same files, interleaved.
+        times: dict[str, list[float]] = {"mc_http": [], "curl": [], "mc_file": [], "cp": []}
+        walls: list[float] = []
+        order = ["mc_http", "curl", "mc_file", "cp"]
+        for i in range(args.rounds):
+            for how in (order if i % 2 == 0 else order[::-1]):
+                bench.clean(node)
+                if how.startswith("mc_"):
+                    source = bench.url if how == "mc_http" else bench.local
+                    seconds, wall = bench.module_seconds(node, f"r{i}{how[3]}", source)
+                    times[how].append(seconds)
+                    walls.append(wall)
+                else:
+                    times[how].append(bench.raw_seconds(node, how))
+        bench.clean(node)
+        rate = {k: mib / statistics.median(v) for k, v in times.items()}
+        figures += [
+            ("model_cache_bench_bytes", str(bench.total)),
+            ("model_cache_http_node_MiBps", f"{rate['mc_http']:.0f}"),
+            ("curl_sync_node_MiBps", f"{rate['curl']:.0f}"),
+            ("model_cache_vs_curl_ratio", f"{rate['mc_http'] / rate['curl']:.3f}"),
+            ("model_cache_vs_curl_ratio_best", f"{min(times['curl']) / min(times['mc_http']):.3f}"),
+            ("model_cache_file_node_MiBps", f"{rate['mc_file']:.0f}"),
+            ("cp_sync_node_MiBps", f"{rate['cp']:.0f}"),
+            ("model_cache_vs_cp_ratio", f"{rate['mc_file'] / rate['cp']:.3f}"),
+            ("model_cache_vs_cp_ratio_best", f"{min(times['cp']) / min(times['mc_file']):.3f}"),
+            ("model_cache_ansible_call_median_s", f"{statistics.median(walls):.2f}"),
+        ]
+
+        # (b) every node at once, without and with the concurrency limit.
+        pid = lab.serve_pid()
+        assert pid is not None
+        n = args.nodes
+        cap = args.bandwidth_mib
+        runs = (("unlimited", 0, 0), (f"throttle{args.throttle}", args.throttle, 0),
+                (f"cap{cap}", 0, cap), (f"throttle{args.throttle}_cap{cap}", args.throttle, cap))
+        for label, throttle, bandwidth in runs:
+            for each in state["nodes"]:
+                bench.clean(each)
+            mc_args: dict[str, Any] = {"models": [bench.model(f"n{label}", bench.url)]}
+            if bandwidth:
+                mc_args["bandwidth_limit"] = bandwidth * MIB
+            with Sampler(pid) as sampler:
+                t0 = time.perf_counter()
+                data = bench.playbook({"mc": mc_args, "mc_layout": False, "mc_throttle": throttle})
+                wall = time.perf_counter() - t0
+            results = bench.module_results(data)
+            per_node = [r["models"][0]["throughput_bytes_per_s"] / MIB for r in results.values()]
+            assert len(per_node) == n and all(r["models"][0]["status"] == "published" for r in results.values())
+            sent = sampler.samples[-1][1] - sampler.samples[0][1]
+            figures += [
+                (f"model_cache_{n}_nodes_{label}_s", f"{wall:.2f}"),
+                (f"model_cache_{n}_nodes_{label}_source_peak_1s_MiBps", f"{sampler.peak() / MIB:.0f}"),
+                (f"model_cache_{n}_nodes_{label}_source_mean_MiBps", f"{sampler.busy_mean() / MIB:.0f}"),
+                (f"model_cache_{n}_nodes_{label}_source_sent_MiB", f"{sent / MIB:.0f}"),
+                (f"model_cache_{n}_nodes_{label}_node_median_MiBps", f"{statistics.median(per_node):.0f}"),
+            ]
+        for each in state["nodes"]:
+            bench.clean(each)
+        by = dict(figures)
+        lim = f"throttle{args.throttle}"
+        figures += [
+            (f"model_cache_{n}_nodes_{lim}_vs_unlimited_time_ratio",
+             f"{float(by[f'model_cache_{n}_nodes_{lim}_s']) / float(by[f'model_cache_{n}_nodes_unlimited_s']):.2f}"),
+            (f"model_cache_{n}_nodes_{lim}_vs_unlimited_peak_ratio",
+             f"{float(by[f'model_cache_{n}_nodes_{lim}_source_peak_1s_MiBps']) / max(1.0, float(by[f'model_cache_{n}_nodes_unlimited_source_peak_1s_MiBps'])):.2f}"),  # noqa: E501
+        ]
+    finally:
+        lab.down(log=lambda *_: None)
+        shutil.rmtree(src, ignore_errors=True)
+    for name, value in figures:
+        print(f"{name}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
