@@ -149,6 +149,21 @@ class ActionModule(ActionBase):
             phases[name] = round(now - clock[0], 3)
             clock[0] = now
 
+        # 0. the spec, validated before anything is read or changed on the node. Every host
+        #    checks it (milliseconds); the first host of the play lists every error, the others
+        #    point there, so that a broken spec is reported once, in full.
+        errors = _spec.validate_spec(spec_data)
+        if errors:
+            play_hosts = [str(h) for h in host_templar.template(task_vars.get("ansible_play_hosts") or [host])]
+            first = play_hosts[0] if play_hosts else host
+            if host == first:
+                lines = "\n".join(f"  - {e.render()}" for e in errors)
+                message = f"the cluster spec has {len(errors)} error(s); nothing was changed:\n{lines}"
+            else:
+                message = f"the cluster spec has {len(errors)} error(s), listed under {first}; nothing was changed"
+            result.update(failed=True, msg=message, spec_errors=len(errors))
+            return result
+
         # 1. facts: memory and NUMA nodes, as datapath_facts' memory section reads them, by one
         #    shell command (no Python process on the node for two kernel files)
         gathered = self._memory_facts()
@@ -178,24 +193,27 @@ class ActionModule(ActionBase):
         diffs: list[Any] = []
         warnings: list[str] = []
         timings: dict[str, float] = {}
-        variables: dict[str, Any] = {}
         layered: dict[str, Any] = dict(task_vars)
         layered.update(datapath_plan=plan, datapath_facts=gathered)
         for _role, _module, result_var, _tags in CAPABILITIES.values():
             layered[result_var] = {}  # never a stale result of an earlier play
+        # one scope for every selected role (their variables are prefixed with the role's name):
+        # all their defaults < the host's variables < all their module tasks' own vars
+        parts = {cap: self._role_parts(*CAPABILITIES[cap][:2]) for cap in selected}
+        scope: dict[str, Any] = {}
+        for cap in selected:
+            scope.update(parts[cap][0])
+        scope.update(layered)
+        for cap in selected:
+            scope.update(parts[cap][1].get("vars") or {})
+        templar = self._templar_for(scope)
         calls: list[dict[str, Any]] = []
         for cap in selected:
-            role, module, result_var, _tags = CAPABILITIES[cap]
-            defaults, task = self._role_parts(role, module)
-            scope = dict(defaults)
-            scope.update(layered)
-            scope.update(task.get("vars") or {})
-            templar = self._templar_for(scope)
-            variables[cap] = scope
+            _role, module, result_var, _tags = CAPABILITIES[cap]
+            task = parts[cap][1]
             if not self._conditions_hold(templar, task.get("when")):
                 results[cap] = {"changed": False, "skipped": True,
                                 "skip_reason": f"nothing planned for {cap} on this host"}
-                layered[result_var] = results[cap]
                 continue
             calls.append({"module": module, "args": templar.template(task[f"{COLLECTION}.{module}"])})
         lap("arguments")
@@ -217,23 +235,22 @@ class ActionModule(ActionBase):
                 outcome.pop("deprecations", None)
                 timings[cap] = item.get("seconds")
                 results[cap] = outcome
-                layered[CAPABILITIES[cap][2]] = outcome
                 if outcome.get("diff"):
                     diffs.extend(outcome["diff"] if isinstance(outcome["diff"], list) else [outcome["diff"]])
                 if outcome.get("failed"):
                     failed_capability = cap
                     break
-                note = self._note(cap, self._templar_for(variables[cap]), outcome, host)
+                note = self._note(cap, templar, outcome, host)
                 if note:
                     warnings.append(note)
 
         lap("node")
 
         # 5. the roles' kubelet handlers, once
-        if failed_capability is None and kubelet_restart_needed(
-                {**variables.get("hugepages", {}), **variables.get("k8s_node", {})}, results):
-            scope = variables.get("k8s_node") or variables.get("hugepages") or {}
-            service = self._templar_for(scope).template(
+        wants: dict[str, Any] = {name: templar.template(scope[name]) for name in
+                                 ("hugepages_restart_kubelet", "k8s_node_restart_kubelet") if name in scope}
+        if failed_capability is None and kubelet_restart_needed(wants, results):
+            service = templar.template(
                 scope.get("k8s_node_kubelet_service") or scope.get("hugepages_kubelet_service") or "kubelet")
             restart = self._execute_module(module_name="ansible.legacy.systemd_service",
                                            module_args={"name": service, "state": "restarted"},
@@ -245,14 +262,14 @@ class ActionModule(ActionBase):
 
         # 6. the firmware gate's input and the summary
         violations: list[dict[str, Any]] = []
-        fw_scope = variables.get("nic_firmware")
-        if fw_scope is not None and results["nic_firmware"].get("compliance") is not None and firmware_violations:
-            fw = self._templar_for(fw_scope)
-            if _bool(fw.template(fw_scope.get("nic_firmware_fail", True))):
+        if results["nic_firmware"].get("compliance") is not None and firmware_violations:
+            if _bool(templar.template(scope.get("nic_firmware_fail", True))):
                 violations = firmware_violations(
                     {host: {"datapath_plan": plan, "r": results["nic_firmware"]}}, [host], "r",
-                    _bool(fw.template(fw_scope.get("nic_firmware_fail_on_unknown", False))),
-                    fw.template(fw_scope.get("nic_firmware_policies", [])))
+                    _bool(templar.template(scope.get("nic_firmware_fail_on_unknown", False))),
+                    templar.template(scope.get("nic_firmware_policies", [])))
+        for cap in ORDER:
+            layered[CAPABILITIES[cap][2]] = results[cap]
         summary = self._summary(layered)
         warnings = list(dict.fromkeys(warnings))
 

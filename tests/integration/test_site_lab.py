@@ -106,3 +106,18 @@ def test_a_failing_capability_stops_the_host_and_names_it(site_lab: LabHandle) -
     assert row["msg"].startswith("sysctl: "), row["msg"]
     assert "no_such_key" in row["msg"]
     assert row["results"]["hugepages"] == {}, "nothing runs after the failed capability"
+
+
+def test_an_invalid_spec_is_reported_once_in_full_and_nothing_changes(site_lab: LabHandle) -> None:
+    before = {n: node_state(site_lab, n) for n in site_lab.nodes}
+    broken = {"version": 1, "fabrics": [{"name": "rail0", "purpose": "bogus", "mtu": 90000}]}
+    result = site_lab.playbook(SITE, extra_vars={"datapath": broken})
+    assert result.rc != 0
+    rows = applied(result)
+    first, *others = site_lab.nodes
+    assert "error(s); nothing was changed" in rows[first]["msg"]
+    assert "datapath.fabrics[0].purpose" in rows[first]["msg"]
+    assert "datapath.fabrics[0].mtu" in rows[first]["msg"]
+    for node in others:
+        assert rows[node]["msg"].endswith(f"listed under {first}; nothing was changed"), rows[node]["msg"]
+    assert {n: node_state(site_lab, n) for n in site_lab.nodes} == before
