@@ -47,6 +47,35 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 CHUNK = 8 << 20            # bytes per buffer of the copy pipeline
 BUFFERS = 6                # buffers in flight: reader, hasher and writer each hold some
+WRITEBACK_EVERY = 32 << 20  # start the kernel's writeback of what was written, every this many bytes
+
+
+def _libc_sync_file_range():
+    """``sync_file_range(2)`` through ctypes (the standard library has no wrapper), or None."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        func = libc.sync_file_range
+        func.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+        func.restype = ctypes.c_int
+        return func
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
+_SYNC_FILE_RANGE = _libc_sync_file_range()
+SYNC_FILE_RANGE_WRITE = 2
+
+
+def start_writeback(fd, offset, length):
+    """Ask the kernel to start writing ``length`` bytes at ``offset`` back to disk, without
+    waiting (SYNC_FILE_RANGE_WRITE). The final fsync then finds most of the file clean instead
+    of flushing it all at the end, which is what makes a verified copy as fast as cp + sync.
+    A no-op where sync_file_range is unavailable."""
+    if _SYNC_FILE_RANGE is not None and length > 0:
+        _SYNC_FILE_RANGE(fd, offset, length, SYNC_FILE_RANGE_WRITE)
 STAGING = ".staging"
 VERSIONS = ".versions"
 CURRENT = "current"
@@ -611,6 +640,11 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
     copied = 0
     error = None
     try:
+        base = os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        base = None
+    flushed = 0
+    try:
         while True:
             item = to_write.get()
             if isinstance(item, _Stop):
@@ -626,6 +660,9 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
                         written = os.write(fd, view)
                         view = view[written:]
                     copied += n
+                    if base is not None and copied - flushed >= WRITEBACK_EVERY:
+                        start_writeback(fd, base + flushed, copied - flushed)
+                        flushed = copied
                 except BaseException as exc:
                     error = exc
                     stop.set()
