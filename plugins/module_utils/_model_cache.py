@@ -72,10 +72,11 @@ SYNC_FILE_RANGE_WRITE = 2
 def start_writeback(fd, offset, length):
     """Ask the kernel to start writing ``length`` bytes at ``offset`` back to disk, without
     waiting (SYNC_FILE_RANGE_WRITE). The final fsync then finds most of the file clean instead
-    of flushing it all at the end, which is what makes a verified copy as fast as cp + sync.
-    A no-op where sync_file_range is unavailable."""
+    of flushing it all at the end. A no-op where sync_file_range is unavailable."""
     if _SYNC_FILE_RANGE is not None and length > 0:
         _SYNC_FILE_RANGE(fd, offset, length, SYNC_FILE_RANGE_WRITE)
+
+
 STAGING = ".staging"
 VERSIONS = ".versions"
 CURRENT = "current"
