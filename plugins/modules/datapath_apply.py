@@ -19,9 +19,12 @@ description:
   - The engine of the R(aiinfra.datapath.datapath role,ansible_collections.aiinfra.datapath.datapath_role)
     and of C(playbooks/site.yml). One task per host does what the capability roles would do in
     about twenty tasks, with the same modules and the same variables.
-  - It runs M(aiinfra.datapath.datapath_facts) (memory and NUMA layout), computes the host's
-    plan from O(spec) as the C(aiinfra.datapath.node_plan) filter does, then calls each selected
-    capability's module once, in dependency order - M(aiinfra.datapath.sysctl_profile),
+  - It validates O(spec) before reading or changing anything on the node (the first host of
+    the play lists every error, the others point there), reads the memory and NUMA layout as
+    M(aiinfra.datapath.datapath_facts) does (one shell command, no Python process), computes
+    the host's plan as the C(aiinfra.datapath.node_plan) filter does, then calls each selected
+    capability's module once, in dependency order, all in one Python process on the node
+    (M(aiinfra.datapath.datapath_run)) - M(aiinfra.datapath.sysctl_profile),
     M(aiinfra.datapath.hugepages), M(aiinfra.datapath.kernel_cmdline),
     M(aiinfra.datapath.link_mtu), M(aiinfra.datapath.roce_qos), M(aiinfra.datapath.nic_firmware),
     M(aiinfra.datapath.nvme_layout), M(aiinfra.datapath.nfd_labels). It stops at the first
@@ -60,8 +63,9 @@ attributes:
 options:
   spec:
     description:
-      - The cluster spec (usually the C(datapath) variable). It is validated as part of the
-        plan; validate it once per run beforehand (the role does) to see every error at once.
+      - The cluster spec (usually the C(datapath) variable). It is validated first, before
+        anything on the node is read or changed; an invalid spec fails every host, and the
+        first host of the play lists every error.
     type: dict
     required: true
   capabilities:
@@ -109,6 +113,15 @@ seconds:
   type: dict
   returned: success
   sample: {sysctl: 0.31, link_mtu: 0.22}
+phases:
+  description: Seconds of each phase on the controller - C(facts), C(plan), C(arguments), C(node).
+  type: dict
+  returned: success
+  sample: {facts: 0.06, plan: 0.02, arguments: 0.4, node: 1.9}
+spec_errors:
+  description: How many errors the spec has, when it is invalid (nothing was read or changed).
+  type: int
+  returned: failure
 firmware_violations:
   description:
     - This host's NICs out of firmware policy (as the C(aiinfra.datapath.firmware_violations)
@@ -122,7 +135,7 @@ ansible_facts:
   returned: success
   contains:
     datapath_facts:
-      description: The memory section of M(aiinfra.datapath.datapath_facts).
+      description: The memory section of M(aiinfra.datapath.datapath_facts) (C(memory_bytes), C(numa_nodes)).
       type: dict
     datapath_plan:
       description: The host's plan (docs/plan.md).
