@@ -1043,8 +1043,12 @@ class ModelCache(object):
                         if expected is None and total is not None:
                             expected = total
                         limit = (expected - offset) if expected is not None else None
+                        # A known size was checked against the reserve before the download;
+                        # only a file of unknown size is watched while it is written. (Free space
+                        # read while writing is not exact: xfs reserves speculative preallocation
+                        # beyond the end of a growing file, and trims it on close.)
                         n = stream_copy(stream, fd, digest, limit=limit, bucket=self.bucket,
-                                        space_check=self._space_check)
+                                        space_check=self._space_check if expected is None else None)
                     finally:
                         stream.close()
                     offset += n

@@ -31,6 +31,17 @@ def site_lab(lab: LabHandle) -> Iterator[LabHandle]:
         yield lab
 
 
+def failures(result: PlayResult) -> str:
+    """Every failed task result of the run, host and message (for assertion messages)."""
+    lines = []
+    for play in result.data.get("plays", []):
+        for task in play.get("tasks", []):
+            for host, row in task.get("hosts", {}).items():
+                if row.get("failed") or row.get("unreachable"):
+                    lines.append(f"{host} [{task['task']['name']}]: {row.get('msg')}")
+    return "\n".join(lines) or result.stdout[-3000:] + result.stderr[-2000:]
+
+
 def applied(result: PlayResult) -> dict[str, dict]:
     rows = result.task_results(APPLY_TASK)
     assert rows, result.stdout[-3000:]
@@ -46,7 +57,7 @@ def node_state(lab: LabHandle, node: str) -> str:
 def test_check_mode_reports_changes_and_changes_nothing(site_lab: LabHandle) -> None:
     before = {n: node_state(site_lab, n) for n in site_lab.nodes}
     result = site_lab.playbook(SITE, check=True, diff=True)
-    assert result.rc == 0, result.stdout[-4000:]
+    assert result.rc == 0, failures(result)
     rows = applied(result)
     for node in site_lab.nodes:
         row = rows[node]
@@ -63,7 +74,7 @@ def test_tags_select_capabilities_inside_the_one_task(site_lab: LabHandle) -> No
     node = site_lab.nodes[0]
     result = site_lab.playbook(SITE, "--tags", "sysctl,k8s", limit=node,
                                extra_vars={"k8s_node_label_prefix": "example.org"})
-    assert result.rc == 0, result.stdout[-4000:]
+    assert result.rc == 0, failures(result)
     row = applied(result)[node]
     assert row["capabilities"] == ["sysctl", "k8s_node"]
     assert row["results"]["nvme_cache"] == {} and row["results"]["link_mtu"] == {}
@@ -78,7 +89,7 @@ def test_tags_select_capabilities_inside_the_one_task(site_lab: LabHandle) -> No
 def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: Path) -> None:
     summary = tmp_path / "out" / "summary.json"
     result = site_lab.playbook(SITE, "--skip-tags", "firmware", extra_vars={"datapath_summary_file": str(summary)})
-    assert result.rc == 0, result.stdout[-4000:]
+    assert result.rc == 0, failures(result)
     rows = applied(result)
     for node in site_lab.nodes:
         assert rows[node]["capabilities"] == [c for c in ALL if c != "nic_firmware"]
@@ -89,7 +100,7 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
     assert any(line.startswith("roce_qos ens1f0np0") for line in written[site_lab.nodes[0]]["unsupported"])
 
     again = site_lab.playbook(SITE)
-    assert again.rc == 0, again.stdout[-4000:]
+    assert again.rc == 0, failures(again)
     assert set(again.changed_hosts().values()) == {0}, again.changed_hosts()
     for node, row in applied(again).items():
         assert row["capabilities"] == ALL
