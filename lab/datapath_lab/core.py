@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import ipaddress
 import json
 import os
@@ -11,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -30,7 +33,10 @@ SERVER_HOST = 250
 SERVER_IFNAME = "eth0"
 SERVER_PORT = 8080
 
-# Global kernel state that roles and tests may change: recorded by `up`, restored by `down`.
+# Global kernel state that roles and tests may change: recorded by the first lab `up` on this
+# machine, restored by the last lab `down` (a machine-wide registry, counted per lab).
+GLOBALS_REGISTRY = os.path.join(RUN_ROOT, ".globals.json")
+GLOBALS_LOCK = os.path.join(RUN_ROOT, ".globals.lock")
 GLOBAL_SYSCTL_DIRS = ("vm",)
 GLOBAL_SYSCTL_KEYS = (
     "fs/aio-max-nr", "fs/file-max", "fs/nr_open", "fs/pipe-max-size",
@@ -327,7 +333,7 @@ class Lab:
             "name": self.name,
             "config": _config_dict(config),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "global_snapshot": snapshot_globals(),
+            "global_snapshot": acquire_globals(self.name),
             "fabrics": [asdict(f) | {"subnet": str(f.subnet), "ifname": f.ifname} for f in config.fabric_objs()],
             "nodes": {},
         }
@@ -510,10 +516,9 @@ class Lab:
             done.append(f"unmounted {self.run_dir}")
         if os.path.isdir(self.run_dir) and not os.path.ismount(self.run_dir):
             shutil.rmtree(self.run_dir, ignore_errors=True)
-        # 5. global kernel state back to what `up` found.
-        if state and state.get("global_snapshot"):
-            restored = restore_globals(state["global_snapshot"])
-            done.extend(f"restored {k}" for k in restored)
+        # 5. global kernel state back to what the first lab up found, when this is the last lab.
+        restored = release_globals(self.name, state.get("global_snapshot") if state else None)
+        done.extend(f"restored {k}" for k in restored)
         # 6. files.
         if os.path.isdir(self.state_dir):
             shutil.rmtree(self.state_dir, ignore_errors=True)
@@ -795,6 +800,72 @@ def snapshot_globals() -> dict[str, str]:
         if value is not None:
             snap[path] = value
     return snap
+
+
+@contextmanager
+def _globals_locked() -> Iterator[None]:
+    os.makedirs(RUN_ROOT, exist_ok=True)
+    fd = os.open(GLOBALS_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read_registry() -> dict[str, Any]:
+    try:
+        with open(GLOBALS_REGISTRY) as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {"snapshot": None, "labs": []}
+    if not isinstance(data, dict) or not isinstance(data.get("labs"), list):
+        return {"snapshot": None, "labs": []}
+    return data
+
+
+def _write_registry(data: dict[str, Any]) -> None:
+    tmp = f"{GLOBALS_REGISTRY}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+    os.replace(tmp, GLOBALS_REGISTRY)
+
+
+def _lab_exists(name: str) -> bool:
+    """A lab counts while its state directory exists (made before `up` joins, removed by `down`
+    after it leaves), so a lab that crashed keeps the record until its `down`."""
+    return os.path.isdir(os.path.join(STATE_ROOT, name))
+
+
+def acquire_globals(name: str) -> dict[str, str]:
+    """Join the machine-wide record of the host's global kernel state. The first lab up records
+    it; a lab brought up while others are up shares that record instead of recording values
+    that another lab (or a test on it) may have raised. Returns the record."""
+    with _globals_locked():
+        data = _read_registry()
+        labs = [lab for lab in data["labs"] if lab != name and _lab_exists(lab)]
+        if not labs or not data.get("snapshot"):
+            data["snapshot"] = snapshot_globals()
+        data["labs"] = sorted(labs + [name])
+        _write_registry(data)
+        return dict(data["snapshot"])
+
+
+def release_globals(name: str, own: dict[str, str] | None = None) -> list[str]:
+    """Leave the record; the last lab down writes the recorded values back. A lab that is not
+    in the record (made by an older version) restores its own snapshot when no lab is left."""
+    with _globals_locked():
+        data = _read_registry()
+        others = [lab for lab in data["labs"] if lab != name and _lab_exists(lab)]
+        if others:
+            data["labs"] = others
+            _write_registry(data)
+            return []
+        snapshot = data.get("snapshot") if name in data["labs"] else None
+        snapshot = snapshot or own
+        if os.path.exists(GLOBALS_REGISTRY):
+            os.unlink(GLOBALS_REGISTRY)
+    return restore_globals(snapshot) if snapshot else []
 
 
 def restore_globals(snapshot: dict[str, str]) -> list[str]:

@@ -175,18 +175,41 @@ def test_down_cleans_a_half_built_lab_without_state(scratch_lab) -> None:  # typ
     assert _leftovers("dpx") == []
 
 
-def test_down_restores_global_kernel_state(scratch_lab) -> None:  # type: ignore[no-untyped-def]
+def test_the_last_lab_down_restores_global_kernel_state_in_any_order(scratch_lab) -> None:  # type: ignore[no-untyped-def]
+    """Two overlapping labs torn down in the order they came up (not reverse): the first one
+    down leaves the raised value alone, the last lab down on this machine writes it back. When
+    the session lab is up too, it is the last one; then this test puts the value back itself."""
+    from datapath_lab import core
+
     lab, inv = scratch_lab
-    lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv), log=lambda *_: None)
+    other = Lab("dpy")
     key = "/proc/sys/vm/swappiness"
     with open(key) as fh:
         before = fh.read().strip()
-    lab.run_in("node1", ["/bin/sh", "-c", f"echo {int(before) + 1 if int(before) < 100 else 10} > {key}"])
-    with open(key) as fh:
-        assert fh.read().strip() != before  # global: the host sees it too
-    lab.down(log=lambda *_: None)
-    with open(key) as fh:
-        assert fh.read().strip() == before
+    raised = str(int(before) + 1 if int(before) < 100 else 10)
+    try:
+        lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv), log=lambda *_: None)
+        lab.run_in("node1", ["/bin/sh", "-c", f"echo {raised} > {key}"])
+        with open(key) as fh:
+            assert fh.read().strip() == raised  # global: the host sees it too
+        other.up(LabConfig(name="dpy", nodes=1, nvme_size="256M", inventory_dir=inv + "-dpy"), log=lambda *_: None)
+        assert {"dpx", "dpy"} <= set(core._read_registry()["labs"])
+        lab.down(log=lambda *_: None)
+        with open(key) as fh:
+            assert fh.read().strip() == raised, "dpy is still up: nothing is restored yet"
+        other.down(log=lambda *_: None)
+        left = core._read_registry()["labs"]
+        with open(key) as fh:
+            now = fh.read().strip()
+        if left:  # the session lab is up: it restores at its own down
+            assert now == raised and "dpx" not in left and "dpy" not in left
+        else:
+            assert now == before
+    finally:
+        other.down(log=lambda *_: None)
+        assert _leftovers("dpy") == []
+        with open(key, "w") as fh:
+            fh.write(before)
 
 
 def test_up_refuses_bad_arguments() -> None:
