@@ -266,7 +266,15 @@ def running_lldpad(host):
     """PIDs of a running lldpad (``/proc/PID/comm``), which would override host DCB settings."""
     pids = []
     for pid in host.listdir("/proc"):
-        if pid.isdigit() and host.read("/proc/%s/comm" % pid, "") == "lldpad":
+        if not pid.isdigit():
+            continue
+        try:
+            comm = host.read("/proc/%s/comm" % pid, "")
+        except (IOError, OSError):
+            # the process exited between the listing and the read (ESRCH, ENOENT), or is not
+            # ours to read: it is not a running lldpad either way
+            continue
+        if comm == "lldpad":
             pids.append(int(pid))
     return sorted(pids)
 
