@@ -120,7 +120,11 @@ def node_lock(path=DEFAULT_LOCK_PATH, timeout=60.0, poll=0.2):
     """Hold an exclusive flock on ``path``; raise ``LockTimeout`` after ``timeout`` s."""
     directory = os.path.dirname(path)
     if directory and not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+        try:
+            os.makedirs(directory, 0o755)
+        except OSError as exc:  # another run created it in between: fine
+            if exc.errno != errno.EEXIST or not os.path.isdir(directory):
+                raise
     handle = open(path, "a+")
     deadline = time.time() + timeout
     try:

@@ -160,3 +160,22 @@ def test_which_modules_take_node_lock(reliability) -> None:
         assert not missing, missing
         assert all(how == "read+plan+apply" for how in scope.values()), scope
         case.checked("source of every state-changing module inspected for `with node_lock(` and what it encloses")
+
+
+def test_the_lock_directory_created_by_another_run_in_between(tmp_path: Path, monkeypatch) -> None:
+    """Two first runs on a node both find no lock directory; the second mkdir meets EEXIST."""
+    lock = tmp_path / "run" / "aiinfra-datapath.lock"
+    real_isdir = os.path.isdir
+    seen = []
+
+    def racing_isdir(path: str) -> bool:  # the check runs before the other run's mkdir lands
+        if path == str(lock.parent) and not seen:
+            seen.append(path)
+            os.makedirs(path)
+            return False
+        return real_isdir(path)
+
+    monkeypatch.setattr(_fs.os.path, "isdir", racing_isdir)
+    with _fs.node_lock(str(lock), timeout=1):
+        assert lock.exists()
+    assert seen
