@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from model_data import blob, sha
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
@@ -57,19 +58,6 @@ def sh(*argv: str) -> str:
     if done.returncode != 0:
         raise AssertionError("%s failed (%d): %s%s" % (" ".join(argv), done.returncode, done.stdout, done.stderr))
     return done.stdout
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def blob(size: int, seed: int = 1) -> bytes:
-    out = bytearray()
-    counter = 0
-    while len(out) < size:
-        out += hashlib.sha256(b"%d:%d" % (seed, counter)).digest() * 64
-        counter += 1
-    return bytes(out[:size])
 
 
 class Netns:

@@ -21,22 +21,9 @@ from pathlib import Path
 import pytest
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _model_cache as mc
 from ansible_collections.aiinfra.datapath.plugins.modules import model_cache
+from model_data import blob, sha
 
 MiB = 1 << 20
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def blob(size: int, seed: int = 1) -> bytes:
-    """Deterministic, incompressible-looking bytes."""
-    out = bytearray()
-    counter = 0
-    while len(out) < size:
-        out += hashlib.sha256(b"%d:%d" % (seed, counter)).digest() * 64
-        counter += 1
-    return bytes(out[:size])
 
 
 def make_source(base: Path, files: dict[str, bytes]) -> list[dict]:
