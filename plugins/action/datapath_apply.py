@@ -37,12 +37,8 @@ except ImportError as exc:  # pydantic missing: say so when the action runs, not
 else:
     _IMPORT_ERROR = None
 
+from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware_violations
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, parse_meminfo
-
-try:
-    from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware_violations
-except ImportError:  # pragma: no cover - same collection, always present
-    firmware_violations = None
 
 COLLECTION = "aiinfra.datapath"
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
@@ -262,7 +258,7 @@ class ActionModule(ActionBase):
 
         # 6. the firmware gate's input and the summary
         violations: list[dict[str, Any]] = []
-        if results["nic_firmware"].get("compliance") is not None and firmware_violations:
+        if results["nic_firmware"].get("compliance") is not None:
             if _bool(templar.template(scope.get("nic_firmware_fail", True))):
                 violations = firmware_violations(
                     {host: {"datapath_plan": plan, "r": results["nic_firmware"]}}, [host], "r",
