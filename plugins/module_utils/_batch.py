@@ -1,85 +1,91 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.datapath contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Run several capability modules, one after the other, in this Python process (stdlib only).
+"""Run several capabilities, one after the other, in this one Python process (stdlib only).
 
-Each module's own ``main()`` runs unchanged with its own arguments: the module reads them
-through ``AnsibleModule`` exactly as when Ansible starts it alone (the same way Ansible's
-unit-test helpers feed a module its arguments), prints its result and exits; this helper
-captures that result and goes on with the next module. What is saved is the start of a new
-Python process per module on the node - importing and compiling AnsiballZ's
-``ansible.module_utils.basic`` costs more CPU than most of these modules' work.
+``aiinfra.datapath.datapath_run`` hands over a list of calls, each naming a capability and its
+arguments. Every call's arguments are checked with ansible's public ``ArgumentSpecValidator``
+against the capability's own ``module_spec()`` - the spec its module gives ``AnsibleModule``,
+so a call is validated exactly as the module alone would validate it - and the capability
+runs through the one runner of the contract (``_capability.run``) with the batch's check
+mode and diff. Results are data: nothing is printed, parsed or swapped in global state.
+
+What is saved is a new Python process per module on the node: importing and compiling
+AnsiballZ's ``ansible.module_utils.basic`` costs more CPU than most of these capabilities' work.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import io
-import json
-import sys
 import time
-import traceback
-from contextlib import redirect_stdout
 
-from ansible.module_utils import basic
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, run
+from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import KernelCmdline
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import HugePages
+from ansible_collections.aiinfra.datapath.plugins.module_utils._link_mtu import LinkMtu
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import NicFirmware
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
+from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import RoceQos
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import SysctlProfile
+
+# The capabilities datapath_run dispatches, in the order the datapath role applies them
+# (kernel and memory -> network -> storage -> Kubernetes).
+BACKENDS = dict((cls.name, cls) for cls in (
+    SysctlProfile, HugePages, KernelCmdline, LinkMtu, RoceQos, NicFirmware, NvmeLayout, NfdLabels))
 
 
-def internal_args():
-    """The ``_ansible_*`` arguments (check mode, diff, verbosity, tmpdir...) of this run."""
-    parsed = getattr(basic, "_PARSED_MODULE_ARGS", None) or {}
-    return dict((k, v) for k, v in parsed.items() if str(k).startswith("_ansible_"))
-
-
-def run_module(main, args, internal, name=None):
-    """Run one module's ``main()`` with ``args``; return (result dict, seconds)."""
-    saved = basic._ANSIBLE_ARGS
-    payload = dict(args)
-    payload.update(internal)
-    if name:
-        payload["_ansible_module_name"] = name
-    basic._ANSIBLE_ARGS = json.dumps({"ANSIBLE_MODULE_ARGS": payload}).encode("utf-8")
-    captured = io.StringIO()
-    started = time.monotonic()
+def run_call(runner, name, args, check_mode=False, diff=False):
+    """One capability with ``args``, validated as its module validates them; its result dict."""
+    cls = BACKENDS[name]
+    checked = ArgumentSpecValidator(**cls.module_spec()).validate(args or {})
+    if checked.error_messages:
+        return dict(failed=True, changed=False, msg="%s: %s" % (name, "; ".join(checked.error_messages)))
+    params = checked.validated_parameters
     try:
-        with redirect_stdout(captured):
-            try:
-                main()
-            except SystemExit:
-                pass
-    except Exception as exc:  # a module bug: report it as this module's failure, run nothing more
-        return ({"failed": True, "msg": "%s: %s" % (type(exc).__name__, exc),
-                 "exception": traceback.format_exc()}, time.monotonic() - started)
-    finally:
-        basic._ANSIBLE_ARGS = saved
-    seconds = time.monotonic() - started
-    return parse_output(captured.getvalue()), seconds
+        node = Node(runner, params.get("root") or "/", check_mode, diff)
+    except CapabilityError as exc:
+        return dict(failed=True, changed=False, msg="%s: %s" % (name, exc.msg))
+    return run(cls, params, node)
 
 
-def parse_output(text):
-    """The JSON result a module printed (the last JSON document of its output)."""
-    text = text.strip()
-    if not text:
-        return {"failed": True, "msg": "the module printed no result"}
-    try:
-        return json.loads(text)
-    except ValueError:
-        start = text.rfind("\n{")
-        try:
-            return json.loads(text[start + 1:] if start >= 0 else text[text.find("{"):])
-        except ValueError:
-            return {"failed": True, "msg": "the module printed no JSON result", "module_stdout": text[-2000:]}
-
-
-def run_calls(mains, calls, stop_on_failure=True):
-    """Run ``calls`` ([{module, args}]) through ``mains`` ({name: main}); return the results."""
-    internal = internal_args()
+def run_calls(runner, calls, check_mode=False, diff=False, stop_on_failure=True):
+    """Run ``calls`` ([{module, args}]) in order; return [{module, seconds, result}]."""
     results = []
     for call in calls:
-        result, seconds = run_module(mains[call["module"]], call.get("args") or {}, internal, call["module"])
-        result.pop("invocation", None)
-        results.append({"module": call["module"], "seconds": round(seconds, 3), "result": result})
+        started = time.monotonic()
+        result = run_call(runner, call["module"], call.get("args"), check_mode, diff)
+        results.append({"module": call["module"], "seconds": round(time.monotonic() - started, 3),
+                        "result": result})
         if stop_on_failure and result.get("failed"):
             break
-    sys.stdout.flush()
     return results
+
+
+def batch_spec():
+    """datapath_run's own argument spec."""
+    return dict(
+        calls=dict(type="list", elements="dict", required=True, options=dict(
+            module=dict(type="str", required=True, choices=list(BACKENDS)),
+            args=dict(type="dict", default={}),
+        )),
+        stop_on_failure=dict(type="bool", default=True),
+    )
+
+
+def batch_main(module):
+    """datapath_run's main(): every call, then one result with each call's result."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import Runner
+
+    results = run_calls(Runner(module), module.params["calls"], module.check_mode, module._diff,
+                        module.params["stop_on_failure"])
+    changed = any(r["result"].get("changed") for r in results)
+    failed = [r for r in results if r["result"].get("failed")]
+    if failed:
+        module.fail_json(msg="%s: %s" % (failed[0]["module"], failed[0]["result"].get("msg", "failed")),
+                         changed=changed, results=results)
+    module.exit_json(changed=changed, results=results)

@@ -24,6 +24,8 @@ import tempfile
 import time
 from contextlib import contextmanager
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
 DEFAULT_LOCK_PATH = "/run/aiinfra-datapath.lock"
 
 
@@ -167,5 +169,5 @@ def host_root(module):
     return HostRoot(root)
 
 
-class LockTimeout(Exception):
-    pass
+class LockTimeout(CapabilityError):
+    """Another run of the collection holds the node lock."""

@@ -16,7 +16,13 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
+    ROOT_OPTION,
+    Capability,
+    apply_file,
+    file_action,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 
 DEFAULT_FEATURES_FILE = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
 HEADER = "# Written by aiinfra.datapath (nfd_labels). Do not edit: changes are overwritten.\n"
@@ -29,8 +35,8 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _SIZE_UNITS = (("P", 10 ** 15), ("T", 10 ** 12), ("G", 10 ** 9), ("M", 10 ** 6))
 
 
-class LabelError(Exception):
-    pass
+class LabelError(CapabilityError):
+    """A label or a features file that node-feature-discovery would not accept."""
 
 
 def label_key_error(key):
@@ -109,35 +115,48 @@ def recorded_hugepages(content):
     return None
 
 
-class NfdLabels(object):
+class NfdLabels(Capability):
     """One features file: read the facts, plan the content, write it."""
 
-    def __init__(self, params, host):
-        self.params = params
-        self.host = host
-        self.prefix = params["prefix"]
-        self.path = params["path"]
-        self.facts = {}
-        self.labels = {}
-        self.warnings = []
-        self.before = None
-        self.after = None
+    name = "nfd_labels"
+
+    @classmethod
+    def argument_spec(cls):
+        spec = dict(
+            labels=dict(type="dict", default={}),
+            cache_mount=dict(type="path"),
+            hugepages=dict(type="bool", default=True),
+            interfaces=dict(type="list", elements="dict", default=[]),
+            qos=dict(type="list", elements="dict", default=[]),
+            roce_ready=dict(type="dict", default={}),
+            prefix=dict(type="str", default="aiinfra.io"),
+            path=dict(type="path", default=DEFAULT_FEATURES_FILE),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+        spec.update(ROOT_OPTION)
+        return spec
+
+    def validate(self):
+        if not self.params["path"].startswith("/"):
+            raise LabelError("nfd_labels: path must be absolute, got %r" % self.params["path"])
+        if label_key_error(self.params["prefix"] + "/x"):
+            raise LabelError("nfd_labels: prefix %r is not a DNS subdomain" % self.params["prefix"])
 
     # ------------------------------------------------------------------ facts
     def read(self):
-        self.before = self.host.read_raw(self.path)
-        self.facts = dict(cache=self._cache(), hugepages=self._hugepages(), fabrics=self._fabrics())
+        return dict(file=self.root.read_raw(self.params["path"]), cache=self._cache(),
+                    hugepages=self._hugepages(), fabrics=self._fabrics())
 
     def _cache(self):
         path = self.params["cache_mount"]
         if not path:
             return None
         path = path.rstrip("/") or "/"
-        mounts = parse_mountinfo(self.host.read_raw("/proc/self/mountinfo"))
+        mounts = parse_mountinfo(self.root.read_raw("/proc/self/mountinfo"))
         mounted = path in mounts
         size = None
         if mounted:
-            st = os.statvfs(self.host.path(path))
+            st = os.statvfs(self.root.path(path))
             size = st.f_blocks * st.f_frsize
         return dict(path=path, mounted=mounted, source=mounts.get(path), size_bytes=size,
                     size_class=size_class(size) if size else None)
@@ -147,11 +166,11 @@ class NfdLabels(object):
             return {}
         pools = {}
         base = "/sys/kernel/mm/hugepages"
-        for entry in self.host.listdir(base):
+        for entry in self.root.listdir(base):
             match = re.match(r"^hugepages-(\d+)kB$", entry)
             if not match:
                 continue
-            count = self.host.read("%s/%s/nr_hugepages" % (base, entry), default="0")
+            count = self.root.read("%s/%s/nr_hugepages" % (base, entry), default="0")
             pools[page_size_name(int(match.group(1)))] = int(count or 0)
         return pools
 
@@ -169,7 +188,7 @@ class NfdLabels(object):
             live = None
             if iface.get("name"):
                 fabric["interfaces"].append(iface["name"])
-                live = self.host.read("/sys/class/net/%s/mtu" % iface["name"], default="")
+                live = self.root.read("/sys/class/net/%s/mtu" % iface["name"], default="")
             # The live MTU when the interface is there (what the node really carries), else
             # the plan's; the smallest across the fabric's interfaces is what a job can use.
             value = int(live) if live else (int(mtu) if mtu is not None else None)
@@ -179,84 +198,83 @@ class NfdLabels(object):
             fabrics.setdefault(name, dict(mtu=None, interfaces=[], roce=True, roce_ready=None))
         for name, value in ready.items():
             if name not in fabrics:
-                self.warnings.append("roce_ready names fabric %r that has no interface on this node" % name)
+                self.warn("roce_ready names fabric %r that has no interface on this node" % name)
                 continue
             fabrics[name]["roce_ready"] = bool(value)
         return fabrics
 
     # ------------------------------------------------------------------ plan
-    def plan(self):
+    def plan(self, state):
         errors = []
         labels = {}
         for key, value in sorted((self.params["labels"] or {}).items()):
             labels[str(key)] = label_text(value)
-        derived = self._derived()
-        for key, value in sorted(derived.items()):
+        for key, value in sorted(derived_labels(self.params["prefix"], state).items()):
             if key in labels and labels[key] != value:
-                self.warnings.append("label %s: the plan says %r, the node says %r; using the node's"
-                                     % (key, labels[key], value))
+                self.warn("label %s: the plan says %r, the node says %r; using the node's"
+                          % (key, labels[key], value))
             labels[key] = value
         for key, value in sorted(labels.items()):
             error = label_key_error(key) or label_value_error(key, value)
             if error:
                 errors.append(error)
         if errors:
-            raise LabelError("; ".join(errors))
+            raise LabelError("nfd_labels: %s" % "; ".join(errors))
         self.labels = labels
         lines = [HEADER]
         if self.params["hugepages"]:
-            lines.append(hugepages_record(self.facts["hugepages"]) + "\n")
+            lines.append(hugepages_record(state["hugepages"]) + "\n")
         for key in sorted(labels):
             lines.append("%s=%s\n" % (key, labels[key]))
-        self.after = "".join(lines) if self.params["state"] == "present" else None
-        content_size = len((self.after or "").encode("utf-8"))
+        after = "".join(lines) if self.params["state"] == "present" else None
+        content_size = len((after or "").encode("utf-8"))
         if content_size > 65536:
             # NFD ignores feature files larger than 64 kB.
-            raise LabelError("features file would be %d bytes; node-feature-discovery ignores files "
-                             "over 64 kB" % content_size)
+            raise LabelError("nfd_labels: features file would be %d bytes; node-feature-discovery "
+                             "ignores files over 64 kB" % content_size)
+        self.after = after
+        if after == state["file"]:
+            return []
+        return [file_action(self.params["path"], state["file"], after, mode=0o644)]
 
-    def _derived(self):
-        prefix = self.prefix
-        out = {}
-        cache = self.facts["cache"]
-        if cache is not None:
-            out["%s/nvme-cache" % prefix] = "true" if cache["mounted"] else "false"
-            if cache["mounted"]:
-                out["%s/nvme-cache-size" % prefix] = cache["size_class"]
-        for size, count in sorted(self.facts["hugepages"].items()):
-            if count > 0:
-                out["%s/hugepages-%s" % (prefix, size)] = "true"
-        roce_states = []
-        for name, fabric in sorted(self.facts["fabrics"].items()):
-            if fabric["mtu"] is not None:
-                out["%s/fabric-%s-mtu" % (prefix, name)] = str(fabric["mtu"])
-            if fabric["roce"] and fabric["roce_ready"] is not None:
-                out["%s/fabric-%s-roce-ready" % (prefix, name)] = "true" if fabric["roce_ready"] else "false"
-                roce_states.append(fabric["roce_ready"])
-        if roce_states:
-            out["%s/roce-ready" % prefix] = "true" if all(roce_states) else "false"
-        return out
+    def apply(self, state, actions):
+        for action in actions:
+            apply_file(self.root, action)
 
-    @property
-    def changed(self):
-        return self.before != self.after
-
-    @property
-    def hugepages_changed(self):
+    def hugepages_changed(self, state):
         """True when the HugePage pools differ from the ones recorded in the previous file:
         kubelet reads HugePage capacity only at start (kubernetes#81774)."""
         if not self.params["hugepages"] or self.after is None:
             return False
-        previous = recorded_hugepages(self.before)
+        previous = recorded_hugepages(state["file"])
         if previous is None:
-            return any(count > 0 for count in self.facts["hugepages"].values())
-        return previous != hugepages_record(self.facts["hugepages"])
+            return any(count > 0 for count in state["hugepages"].values())
+        return previous != hugepages_record(state["hugepages"])
 
-    # ------------------------------------------------------------------ apply
-    def apply(self):
-        target = self.host.path(self.path)
-        if self.after is None:
-            if self.before is not None:
-                os.unlink(target)
-            return
-        atomic_write(target, self.after, mode=0o644)
+    def result(self, state, actions):
+        return dict(labels=self.labels, path=self.params["path"], content=self.after,
+                    cache=state["cache"], hugepages=state["hugepages"], fabrics=state["fabrics"],
+                    hugepages_changed=self.hugepages_changed(state))
+
+
+def derived_labels(prefix, facts):
+    """The labels the node's own state gives (cache, HugePages, fabric MTUs, RoCE readiness)."""
+    out = {}
+    cache = facts["cache"]
+    if cache is not None:
+        out["%s/nvme-cache" % prefix] = "true" if cache["mounted"] else "false"
+        if cache["mounted"]:
+            out["%s/nvme-cache-size" % prefix] = cache["size_class"]
+    for size, count in sorted(facts["hugepages"].items()):
+        if count > 0:
+            out["%s/hugepages-%s" % (prefix, size)] = "true"
+    roce_states = []
+    for name, fabric in sorted(facts["fabrics"].items()):
+        if fabric["mtu"] is not None:
+            out["%s/fabric-%s-mtu" % (prefix, name)] = str(fabric["mtu"])
+        if fabric["roce"] and fabric["roce_ready"] is not None:
+            out["%s/fabric-%s-roce-ready" % (prefix, name)] = "true" if fabric["roce_ready"] else "false"
+            roce_states.append(fabric["roce_ready"])
+    if roce_states:
+        out["%s/roce-ready" % prefix] = "true" if all(roce_states) else "false"
+    return out

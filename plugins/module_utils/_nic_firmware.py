@@ -21,6 +21,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import ROOT_OPTION, Capability
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import sysfs_device
 from ansible_collections.aiinfra.datapath.plugins.module_utils._version import compare_versions
 
@@ -174,3 +176,66 @@ def evaluate(nic, policies):
     row["status"] = "noncompliant" if problems else "compliant"
     row["reason"] = "; ".join(problems) or "%s meets %s" % (version, row["needs"])
     return row
+
+
+class NicFirmware(Capability):
+    """Firmware facts of the node's NICs and their compliance table (read-only)."""
+
+    name = "nic_firmware"
+
+    @classmethod
+    def argument_spec(cls):
+        spec = dict(
+            interfaces=dict(type="list", elements="str"),
+            policies=dict(type="list", elements="dict", default=[], options=dict(
+                driver=dict(type="str"), psid=dict(type="str"), min_version=dict(type="str"),
+                allowed=dict(type="list", elements="str", default=[]),
+            )),
+            fail_on_noncompliant=dict(type="bool", default=False),
+        )
+        spec.update(ROOT_OPTION)
+        return spec
+
+    def lock_file(self):
+        return None  # reads only: never waits for a run that changes the node
+
+    def validate(self):
+        for index, policy in enumerate(self.params["policies"]):
+            if not policy.get("driver") and not policy.get("psid"):
+                raise CapabilityError("policies[%d]: give driver and/or psid to say which NICs it applies to"
+                                      % index)
+
+    def read(self):
+        present = self.root.listdir("/sys/class/net")
+        if self.params["interfaces"] is None:
+            names = [n for n in present if self.root.exists("/sys/class/net/%s/device" % n)]
+        else:
+            missing = [n for n in self.params["interfaces"] if n not in present]
+            if missing:
+                raise CapabilityError("interfaces not found on the node: %s (present: %s)"
+                                      % (", ".join(missing), ", ".join(present) or "none"))
+            names = list(self.params["interfaces"])
+        ethtool, devlink = self.runner.which("ethtool"), self.runner.which("devlink")
+        devlink_info, notes = {}, []
+        if devlink:
+            rc, out, err = self.runner.run([devlink, "-j", "dev", "info"], check=False)
+            if rc == 0:
+                devlink_info = parse_devlink_info(out)
+            else:
+                notes.append("devlink -j dev info failed: %s" % (err or out).strip())
+        if not ethtool and not devlink:
+            notes.append("neither ethtool nor devlink is installed; only sysfs was read")
+        nics = [collect(self.root, self.runner, name, ethtool, devlink_info) for name in names]
+        return dict(nics=nics, notes=notes)
+
+    def result(self, state, actions):
+        table = [evaluate(nic, self.params["policies"]) for nic in state["nics"]]
+        summary = dict((s, sum(1 for r in table if r["status"] == s))
+                       for s in ("compliant", "noncompliant", "unknown"))
+        result = dict(nics=state["nics"], compliance=table, summary=summary, notes=state["notes"])
+        bad = [r for r in table if r["status"] == "noncompliant"]
+        if bad and self.params["fail_on_noncompliant"]:
+            raise CapabilityError("noncompliant NIC firmware: %s" % "; ".join(
+                "%s (%s, PSID %s): %s" % (r["interface"], r["bus_info"], r["psid"], r["reason"]) for r in bad),
+                **result)
+        return result

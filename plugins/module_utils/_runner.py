@@ -7,16 +7,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 
-class CommandError(Exception):
+
+class CommandError(CapabilityError):
+    """A node command that failed: the message names it; rc, stdout and stderr go in the result."""
+
     def __init__(self, argv, rc, out, err):
         self.argv = list(argv)
         self.rc = rc
         self.out = out
         self.err = err
-        Exception.__init__(
-            self, "%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out or "").strip())
-        )
+        CapabilityError.__init__(
+            self, "%s failed (rc=%s): %s" % (" ".join(argv), rc, (err or out or "").strip()),
+            rc=rc, stdout=out, stderr=err)
 
 
 class Runner(object):

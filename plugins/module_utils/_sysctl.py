@@ -17,7 +17,18 @@ import fnmatch
 import os
 import stat
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
+    ROOT_OPTION,
+    Action,
+    Capability,
+    apply_file,
+    file_action,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._derived import (
+    canonical_sysctl_name as canonical_name,
+    sysctl_scope,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 
 DEFAULT_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
 
@@ -33,64 +44,20 @@ SYSCTL_DIRS = (
 )
 SYSCTL_CONF = "/etc/sysctl.conf"
 
-# net.* keys that live in the initial network namespace only (or are read-only copies in
-# child namespaces, or shared by all, like the neighbour table's gc_thresh): writing them from
-# a lab node changes the whole host. Kept equal to plugin_utils/spec/plan.py (a test checks).
-GLOBAL_NET_KEYS = frozenset((
-    "net.core.bpf_jit_enable", "net.core.busy_poll", "net.core.busy_read",
-    "net.core.default_qdisc", "net.core.dev_weight", "net.core.flow_limit_table_len",
-    "net.core.message_burst", "net.core.message_cost", "net.core.netdev_budget",
-    "net.core.netdev_budget_usecs", "net.core.netdev_max_backlog", "net.core.netdev_rss_key",
-    "net.core.rmem_default", "net.core.rmem_max", "net.core.rps_sock_flow_entries",
-    "net.core.wmem_default", "net.core.wmem_max", "net.ipv4.neigh.default.gc_thresh1",
-    "net.ipv4.neigh.default.gc_thresh2", "net.ipv4.neigh.default.gc_thresh3", "net.ipv4.tcp_mem",
-    "net.ipv4.udp_mem", "net.ipv6.neigh.default.gc_thresh1", "net.ipv6.neigh.default.gc_thresh2",
-    "net.ipv6.neigh.default.gc_thresh3", "net.netfilter.nf_conntrack_max", "net.nf_conntrack_max",
-    "net.unix.max_dgram_qlen_global",
-))
-
 MANAGED_HEADER = (
     "# Managed by aiinfra.datapath.{module}; changes here are overwritten.\n"
     "# Generated from the node plan; one key per line, applied by systemd-sysctl at boot.\n"
 )
 
 
-class SysctlError(Exception):
-    """A failure the module reports with ``fail_json`` (message plus result fields)."""
-
-    def __init__(self, msg, **result):
-        Exception.__init__(self, msg)
-        self.msg = msg
-        self.result = result
-
-
-def canonical_name(name):
-    """Return the dotted name of a key given as ``a.b.c`` or ``a/b/c``.
-
-    In slash form a dot belongs to a component (``net/ipv4/conf/eth0.100/rp_filter``); the
-    dotted form writes that dot as a slash (``net.ipv4.conf.eth0/100.rp_filter``), as
-    sysctl(8) does.
-    """
-    name = name.strip().lstrip("-").strip()
-    first_dot = name.find(".")
-    first_slash = name.find("/")
-    if first_slash != -1 and (first_dot == -1 or first_slash < first_dot):
-        return name.replace(".", "\0").replace("/", ".").replace("\0", "/")
-    return name
+class SysctlError(CapabilityError):
+    """A sysctl key the kernel refuses, or a profile that cannot be applied as asked."""
 
 
 def proc_path(name):
     """``net.ipv4.conf.eth0/100.rp_filter`` -> ``/proc/sys/net/ipv4/conf/eth0.100/rp_filter``."""
     parts = [part.replace("/", ".") for part in canonical_name(name).split(".")]
     return "/proc/sys/" + "/".join(parts)
-
-
-def scope_of(name):
-    """``netns`` for keys each network namespace holds for itself, else ``global``."""
-    name = canonical_name(name)
-    if name.startswith("net.") and name not in GLOBAL_NET_KEYS:
-        return "netns"
-    return "global"
 
 
 def split_value(value):
@@ -273,73 +240,83 @@ def normalise_keys(raw_keys):
             "value": join_value(split_value(value)),
             "mode": mode,
             "ignore_missing": ignore,
-            "scope": scope or scope_of(canon),
-            "detected_scope": scope_of(canon),
+            "scope": scope or sysctl_scope(canon),
         }
     if errors:
         raise SysctlError("invalid keys: " + "; ".join(errors), errors=errors)
     return keys
 
 
-class SysctlProfile(object):
-    """All keys of one profile: read -> plan -> apply -> persist."""
+def read_key(host, name):
+    """(state, value) of one key: ok, read_only (0444 in procfs), missing or unreadable."""
+    path = host.path(proc_path(name))
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing", None
+    if not stat.S_ISREG(st.st_mode):
+        return "missing", None
+    try:
+        with open(path, "r") as handle:
+            value = handle.read()
+    except (IOError, OSError) as exc:
+        return "unreadable", str(exc)
+    # procfs shows 0444 for keys this namespace may not write (checked on the mode,
+    # not with access(): root passes access() even where the kernel refuses writes)
+    if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        return "read_only", join_value(split_value(value))
+    return "ok", join_value(split_value(value))
 
-    module_name = "sysctl_profile"
 
-    def __init__(self, host, keys, managed_file=DEFAULT_FILE, apply_live=True,
-                 on_override="warn"):
-        self.host = host
-        self.keys = keys
-        self.file = managed_file
-        self.apply_live = apply_live
-        self.on_override = on_override
-        self.live = {}
-        self.state = {}
-        self.file_before = None
+def write_key(host, name, value):
+    host.write(proc_path(name), value + "\n")
 
-    # -- read -----------------------------------------------------------------------
-    def _read_key(self, name):
-        path = self.host.path(proc_path(name))
-        try:
-            st = os.stat(path)
-        except OSError:
-            return "missing", None
-        if not stat.S_ISREG(st.st_mode):
-            return "missing", None
-        try:
-            with open(path, "r") as handle:
-                value = handle.read()
-        except (IOError, OSError) as exc:
-            return "unreadable", str(exc)
-        # procfs shows 0444 for keys this namespace may not write (checked on the mode,
-        # not with access(): root passes access() even where the kernel refuses writes)
-        if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-            return "read_only", join_value(split_value(value))
-        return "ok", join_value(split_value(value))
+
+class SysctlProfile(Capability):
+    """All keys of one profile in one call: read -> plan -> apply (verified) -> persist."""
+
+    name = "sysctl_profile"
+
+    @classmethod
+    def argument_spec(cls):
+        spec = dict(
+            keys=dict(type="dict", required=True, no_log=False),
+            file=dict(type="path", default=DEFAULT_FILE),
+            apply=dict(type="bool", default=True),
+            on_override=dict(type="str", choices=["warn", "fail"], default="warn"),
+        )
+        spec.update(ROOT_OPTION)
+        return spec
+
+    def validate(self):
+        if not self.params["file"].startswith("/"):
+            raise SysctlError("file must be an absolute path, got %r" % self.params["file"])
+        self.keys = normalise_keys(self.params["keys"])
+        for name in sorted(self.keys):
+            if self.keys[name]["scope"] != sysctl_scope(name):
+                self.warn("%s: the plan says scope %s, this module classifies it as %s; reported as "
+                          "given" % (name, self.keys[name]["scope"], sysctl_scope(name)))
 
     def read(self):
-        for name in self.keys:
-            self.state[name], self.live[name] = self._read_key(name)
-        self.file_before = self.host.read_raw(self.file)
+        return {"keys": dict((name, read_key(self.root, name)) for name in self.keys),
+                "file": self.root.read_raw(self.params["file"])}
 
-    # -- plan -----------------------------------------------------------------------
-    def plan(self):
-        """Return (per-key report, ordered list of (name, before, after) to write)."""
+    def plan(self, state):
+        """Per-key report in ``self.report``; actions: the live writes, then the file."""
         problems = []
         report = {}
-        writes = []
+        actions = []
         for name in sorted(self.keys):
             spec = self.keys[name]
-            state = self.state[name]
-            live = self.live[name]
+            status, live = state["keys"][name]
             entry = {"wanted": spec["value"], "mode": spec["mode"], "scope": spec["scope"],
-                     "before": live if state in ("ok", "read_only") else None}
-            if state != "ok":
+                     "before": live if status in ("ok", "read_only") else None}
+            if status != "ok":
                 reason = {"missing": "does not exist on this kernel",
                           "read_only": "is read-only here (value %s)" % live,
-                          "unreadable": "cannot be read (%s)" % live}[state]
+                          "unreadable": "cannot be read (%s)" % live}[status]
                 if spec["ignore_missing"]:
-                    entry.update(after=entry["before"], action="skipped_" + state)
+                    entry.update(after=entry["before"], action="skipped_" + status)
                     report[name] = entry
                     continue
                 problems.append("%s %s" % (name, reason))
@@ -355,9 +332,10 @@ class SysctlProfile(object):
             entry["target"] = target
             if split_value(target) == split_value(live):
                 entry.update(after=live, action="unchanged")
-            elif self.apply_live:
+            elif self.params["apply"]:
                 entry.update(after=target, action="set")
-                writes.append((name, live, target))
+                actions.append(Action("sysctl", name, "set %s: %s -> %s" % (name, live, target),
+                                      before=live, after=target, diff="live kernel values"))
             else:
                 entry.update(after=live, action="persist_only")
             report[name] = entry
@@ -365,25 +343,37 @@ class SysctlProfile(object):
             raise SysctlError(
                 "nothing was changed; fix or set ignore_missing for: " + "; ".join(problems),
                 problems=problems)
-        return report, writes
+        self.report = report
+        values = dict((name, entry["target"]) for name, entry in report.items() if "target" in entry)
+        self.overrides = find_overrides(self.root, self.params["file"], values)
+        if self.overrides and self.params["on_override"] == "fail":
+            raise SysctlError(
+                "nothing was changed; files applied after %s at boot override: %s"
+                % (self.params["file"], "; ".join("%s=%s in %s" % (o["key"], o["value"], o["file"])
+                                                  for o in self.overrides)),
+                overrides=self.overrides, keys=report)
+        for item in self.overrides:
+            self.warn("%s: %s (%s) overrides the profile; the boot value will be %r, not %r"
+                      % (item["key"], item["file"], item["reason"], item["value"], item["wanted"]))
+        content = render_conf(values)
+        if content != state["file"]:
+            actions.append(file_action(self.params["file"], state["file"], content, mode=0o644))
+        return actions
 
-    def file_values(self, report):
-        return dict((name, entry["target"]) for name, entry in report.items() if "target" in entry)
-
-    # -- apply ------------------------------------------------------------------------
-    def _write(self, name, value):
-        self.host.write(proc_path(name), value + "\n")
-
-    def apply(self, writes):
+    def apply(self, state, actions):
         """Write, read back; on rejection or clamping roll back and raise SysctlError."""
         done = []
-        for name, before, target in writes:
+        for action in actions:
+            if action.kind == "file":
+                apply_file(self.root, action)
+                continue
+            name, before, target = action.target, action.before, action.after
             error = None
             try:
-                self._write(name, target)
+                write_key(self.root, name, target)
             except (IOError, OSError) as exc:
                 error = "rejected by the kernel (%s)" % (exc.strerror or exc)
-            actual = self._read_key(name)[1]
+            actual = read_key(self.root, name)[1]
             if error is None and split_value(actual) != split_value(target):
                 error = "clamped by the kernel"
             if error is None:
@@ -396,14 +386,14 @@ class SysctlProfile(object):
             rollback = self.rollback(undo)
             own = [r for r in rollback if r["key"] == name]
             if not own:
-                state = "%s left unchanged at %r" % (name, before)
+                outcome = "%s left unchanged at %r" % (name, before)
             elif own[0]["ok"]:
-                state = "%s restored to %r" % (name, before)
+                outcome = "%s restored to %r" % (name, before)
             else:
-                state = "%s could not be restored to %r" % (name, before)
+                outcome = "%s could not be restored to %r" % (name, before)
             raise SysctlError(
                 "%s: %s: wanted %r, kernel holds %r; %s; rolled back %d other key(s) changed in "
-                "this run" % (name, error, target, actual, state,
+                "this run" % (name, error, target, actual, outcome,
                               len([r for r in rollback if r["ok"] and r["key"] != name])),
                 key=name, wanted=target, actual=actual, rollback=rollback)
 
@@ -411,15 +401,17 @@ class SysctlProfile(object):
         results = []
         for name, before in reversed(done):
             try:
-                self._write(name, before)
-                ok = split_value(self._read_key(name)[1]) == split_value(before)
+                write_key(self.root, name, before)
+                ok = split_value(read_key(self.root, name)[1]) == split_value(before)
                 results.append({"key": name, "restored": before, "ok": ok})
             except (IOError, OSError) as exc:
                 results.append({"key": name, "restored": before, "ok": False, "error": str(exc)})
         return results
 
-    def persist(self, content):
-        atomic_write(self.host.path(self.file), content, mode=0o644)
+    def result(self, state, actions):
+        file_changed = any(a.kind == "file" for a in actions)
+        return dict(keys=self.report, file=self.params["file"], file_changed=file_changed,
+                    overrides=self.overrides)
 
 
 def live_text(values):

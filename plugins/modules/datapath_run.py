@@ -15,11 +15,12 @@ version_added: "0.2.0"
 description:
   - The node side of M(aiinfra.datapath.datapath_apply); use that action (or the
     C(aiinfra.datapath.datapath) role), not this module, in playbooks.
-  - Runs each listed module's own code once, in the order given, with its own arguments
-    and argument validation, in one Python process, and returns each module's result.
-    Each module behaves exactly as when Ansible runs it alone - the same checks, the same
-    node lock, the same check mode and diff - only the start-up of a new Python process and
-    AnsiballZ payload per module is saved.
+  - Runs each listed capability once, in the order given, in one Python process, and returns
+    each one's result. Each call's arguments are validated against that module's own argument
+    spec (ansible's C(ArgumentSpecValidator)), and the capability runs through the same runner
+    as its module - the same checks, node lock, check mode and diff - so it behaves exactly as
+    when Ansible runs the module alone; only the start-up of a new Python process and AnsiballZ
+    payload per module is saved.
   - Stops at the first module that fails (unless O(stop_on_failure=false)).
 author:
   - aiinfra.datapath contributors (@aiinfra)
@@ -91,48 +92,11 @@ results:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._batch import run_calls
-from ansible_collections.aiinfra.datapath.plugins.module_utils._capabilities import (
-    hugepages,
-    kernel_cmdline,
-    link_mtu,
-    nfd_labels,
-    nic_firmware,
-    nvme_layout,
-    roce_qos,
-    sysctl_profile,
-)
-
-MAINS = {
-    "sysctl_profile": sysctl_profile.main,
-    "hugepages": hugepages.main,
-    "kernel_cmdline": kernel_cmdline.main,
-    "link_mtu": link_mtu.main,
-    "roce_qos": roce_qos.main,
-    "nic_firmware": nic_firmware.main,
-    "nvme_layout": nvme_layout.main,
-    "nfd_labels": nfd_labels.main,
-}
+from ansible_collections.aiinfra.datapath.plugins.module_utils._batch import batch_main, batch_spec
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            calls=dict(type="list", elements="dict", required=True, options=dict(
-                module=dict(type="str", required=True, choices=sorted(MAINS)),
-                args=dict(type="dict", default={}),
-            )),
-            stop_on_failure=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
-    results = run_calls(MAINS, module.params["calls"], module.params["stop_on_failure"])
-    failed = [r for r in results if r["result"].get("failed")]
-    changed = any(r["result"].get("changed") for r in results)
-    if failed:
-        module.fail_json(msg="%s: %s" % (failed[0]["module"], failed[0]["result"].get("msg", "failed")),
-                         changed=changed, results=results)
-    module.exit_json(changed=changed, results=results)
+    batch_main(AnsibleModule(argument_spec=batch_spec(), supports_check_mode=True))
 
 
 if __name__ == "__main__":

@@ -159,83 +159,12 @@ hugepages_changed:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    HostRoot,
-    LockTimeout,
-    host_root,
-    lock_path,
-    no_lock,
-    node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import (
-    DEFAULT_FEATURES_FILE,
-    LabelError,
-    NfdLabels,
-    label_key_error,
-)
-
-
-def argument_spec():
-    return dict(
-        labels=dict(type="dict", default={}),
-        cache_mount=dict(type="path"),
-        hugepages=dict(type="bool", default=True),
-        interfaces=dict(type="list", elements="dict", default=[]),
-        qos=dict(type="list", elements="dict", default=[]),
-        roce_ready=dict(type="dict", default={}),
-        prefix=dict(type="str", default="aiinfra.io"),
-        path=dict(type="path", default=DEFAULT_FEATURES_FILE),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-        root=dict(type="path", default="/"),
-    )
-
-
-def run(module):
-    params = module.params
-    if not params["path"].startswith("/"):
-        raise LabelError("path must be absolute, got %r" % params["path"])
-    if label_key_error(params["prefix"] + "/x"):
-        raise LabelError("prefix %r is not a DNS subdomain" % params["prefix"])
-    backend = NfdLabels(params, HostRoot(params["root"]))
-    backend.read()
-    backend.plan()
-    changed = backend.changed
-    if changed and not module.check_mode:
-        backend.apply()
-    for warning in backend.warnings:
-        module.warn(warning)
-    result = dict(
-        changed=changed,
-        labels=backend.labels,
-        path=params["path"],
-        content=backend.after,
-        cache=backend.facts["cache"],
-        hugepages=backend.facts["hugepages"],
-        fabrics=backend.facts["fabrics"],
-        hugepages_changed=backend.hugepages_changed,
-    )
-    if module._diff:
-        result["diff"] = dict(before=backend.before or "", after=backend.after or "",
-                              before_header=params["path"], after_header=params["path"])
-    return result
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    host = host_root(module)
-    try:
-        # one lock around read -> plan -> apply (none in check mode: nothing changes)
-        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
-            result = run(module)
-    except LabelError as exc:
-        module.fail_json(msg="nfd_labels: %s" % exc)
-    except LockTimeout as exc:
-        module.fail_json(msg="nfd_labels: %s" % exc)
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="nfd_labels: %s" % exc)
-    module.exit_json(**result)
+    module_main(NfdLabels)
 
 
 if __name__ == "__main__":

@@ -66,10 +66,8 @@ options:
     description: Fail when any NIC is V(noncompliant) (V(unknown) never fails).
     type: bool
     default: false
-  root:
-    description: Root of the node's filesystem (for tests). Commands still run on the node.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
 notes:
   - To update firmware use the vendor's tools (mlxup, mlxfwmanager) in a maintenance window;
     this module only reports.
@@ -139,69 +137,12 @@ summary:
   sample: {compliant: 1, noncompliant: 0, unknown: 0}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import host_root
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
-    collect, evaluate, parse_devlink_info,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import Runner
-
-
-def argument_spec():
-    return dict(
-        interfaces=dict(type="list", elements="str"),
-        policies=dict(type="list", elements="dict", default=[], options=dict(
-            driver=dict(type="str"), psid=dict(type="str"), min_version=dict(type="str"),
-            allowed=dict(type="list", elements="str", default=[]),
-        )),
-        fail_on_noncompliant=dict(type="bool", default=False),
-        root=dict(type="path", default="/"),
-    )
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import NicFirmware
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    p = module.params
-    host = host_root(module)
-    runner = Runner(module)
-    for index, policy in enumerate(p["policies"]):
-        if not policy.get("driver") and not policy.get("psid"):
-            module.fail_json(msg="policies[%d]: give driver and/or psid to say which NICs it applies to"
-                                 % index)
-
-    present = host.listdir("/sys/class/net")
-    if p["interfaces"] is None:
-        names = [n for n in present if host.exists("/sys/class/net/%s/device" % n)]
-    else:
-        missing = [n for n in p["interfaces"] if n not in present]
-        if missing:
-            module.fail_json(msg="interfaces not found on the node: %s (present: %s)"
-                             % (", ".join(missing), ", ".join(present) or "none"))
-        names = list(p["interfaces"])
-
-    ethtool, devlink = runner.which("ethtool"), runner.which("devlink")
-    devlink_info, notes = {}, []
-    if devlink:
-        rc, out, err = runner.run([devlink, "-j", "dev", "info"], check=False)
-        if rc == 0:
-            devlink_info = parse_devlink_info(out)
-        else:
-            notes.append("devlink -j dev info failed: %s" % (err or out).strip())
-    if not ethtool and not devlink:
-        notes.append("neither ethtool nor devlink is installed; only sysfs was read")
-
-    nics = [collect(host, runner, name, ethtool, devlink_info) for name in names]
-    table = [evaluate(nic, p["policies"]) for nic in nics]
-    summary = dict((s, sum(1 for r in table if r["status"] == s))
-                   for s in ("compliant", "noncompliant", "unknown"))
-    result = dict(changed=False, nics=nics, compliance=table, summary=summary, notes=notes)
-    bad = [r for r in table if r["status"] == "noncompliant"]
-    if bad and p["fail_on_noncompliant"]:
-        module.fail_json(msg="noncompliant NIC firmware: %s" % "; ".join(
-            "%s (%s, PSID %s): %s" % (r["interface"], r["bus_info"], r["psid"], r["reason"]) for r in bad),
-            **result)
-    module.exit_json(**result)
+    module_main(NicFirmware)
 
 
 if __name__ == "__main__":

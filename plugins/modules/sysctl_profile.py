@@ -20,8 +20,6 @@ description:
     kernel rejects (for example C(EINVAL)) or silently clamps a value, naming the key,
     the wanted and the actual value. Keys already changed by this call are rolled back,
     and so is a clamped key itself.
-  - Holds the node lock (C(/run/aiinfra-datapath.lock) below O(root)) from the first read
-    to the last write, so that two runs at once never leave live values and file apart.
   - Multi-value keys such as C(net.ipv4.tcp_rmem) are compared field by field, so
     whitespace and the tabs in C(/proc) output never cause a change.
   - Persists the profile in its own file (written atomically with mode C(0644), only when
@@ -81,11 +79,9 @@ options:
     type: str
     choices: [warn, fail]
     default: warn
-  root:
-    description:
-      - For tests. Directory that C(/proc), C(/etc) and the other node paths resolve below.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
+  - aiinfra.datapath.node.lock
 notes:
   - Writing a C(global) key from inside a network namespace changes the whole kernel.
 seealso:
@@ -123,12 +119,37 @@ keys:
       scope: netns
       action: set
 actions:
-  description: What the module did, or would do in check mode, in order.
+  description:
+    - What the module did, or would do in check mode, in order (see docs/architecture.md).
+      V(sysctl) actions set a live key (O(keys)), a V(file) action rewrites O(file).
   returned: always
   type: list
-  elements: str
-  sample: ["set net.ipv4.tcp_rmem: 4096 87380 6291456 -> 4096 131072 16777216",
-           "write /etc/sysctl.d/90-aiinfra-datapath.conf"]
+  elements: dict
+  contains:
+    kind:
+      description: What sort of change.
+      type: str
+    target:
+      description: What it changes (a key, a path, an interface, a device).
+      type: str
+    before:
+      description: The value or file content before (null when absent).
+      type: raw
+    after:
+      description: The value or file content after (null when removed).
+      type: raw
+    destructive:
+      description: Whether data is lost.
+      type: bool
+    reboot:
+      description: Whether it takes effect only after a reboot.
+      type: bool
+    text:
+      description: The action in words.
+      type: str
+  sample:
+    - {kind: sysctl, target: net.ipv4.tcp_rmem, before: "4096 87380 6291456", after: "4096 131072 16777216",
+       destructive: false, reboot: false, text: "set net.ipv4.tcp_rmem: 4096 87380 6291456 -> 4096 131072 16777216"}
 file:
   description: The managed file.
   returned: always
@@ -152,104 +173,12 @@ rollback:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    HostRoot,
-    LockTimeout,
-    host_root,
-    lock_path,
-    no_lock,
-    node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
-    SysctlError,
-    SysctlProfile,
-    find_overrides,
-    live_text,
-    normalise_keys,
-    render_conf,
-    scope_of,
-)
-
-
-def argument_spec():
-    return dict(
-        keys=dict(type="dict", required=True, no_log=False),
-        file=dict(type="path", default="/etc/sysctl.d/90-aiinfra-datapath.conf"),
-        apply=dict(type="bool", default=True),
-        on_override=dict(type="str", choices=["warn", "fail"], default="warn"),
-        root=dict(type="path", default="/"),
-    )
-
-
-def run(module):
-    params = module.params
-    if not params["file"].startswith("/"):
-        raise SysctlError("file must be an absolute path, got %r" % params["file"])
-    host = HostRoot(params["root"])
-    keys = normalise_keys(params["keys"])
-    for name in sorted(keys):
-        if keys[name]["scope"] != keys[name].pop("detected_scope"):
-            module.warn("%s: the plan says scope %s, this module classifies it as %s; reported as "
-                        "given" % (name, keys[name]["scope"], scope_of(name)))
-    profile = SysctlProfile(host, keys, managed_file=params["file"],
-                            apply_live=params["apply"], on_override=params["on_override"])
-    profile.read()
-    report, writes = profile.plan()
-    values = profile.file_values(report)
-    overrides = find_overrides(host, params["file"], values)
-    if overrides and params["on_override"] == "fail":
-        raise SysctlError(
-            "nothing was changed; files applied after %s at boot override: %s"
-            % (params["file"], "; ".join("%s=%s in %s" % (o["key"], o["value"], o["file"])
-                                         for o in overrides)),
-            overrides=overrides, keys=report)
-    for item in overrides:
-        module.warn("%s: %s (%s) %s; the boot value will be %r, not %r"
-                    % (item["key"], item["file"], item["reason"], "overrides the profile",
-                       item["value"], item["wanted"]))
-
-    content = render_conf(values)
-    file_changed = content != profile.file_before
-    actions = ["set %s: %s -> %s" % (name, before, after) for name, before, after in writes]
-    if file_changed:
-        actions.append("write %s" % params["file"])
-
-    result = dict(changed=bool(writes) or file_changed, keys=report, actions=actions,
-                  file=params["file"], file_changed=file_changed, overrides=overrides)
-    if module._diff:
-        before_live = dict((n, e["before"]) for n, e in report.items())
-        after_live = dict((n, e["after"]) for n, e in report.items())
-        result["diff"] = [
-            dict(before_header="live kernel values", after_header="live kernel values",
-                 before=live_text(before_live), after=live_text(after_live)),
-            dict(before_header=params["file"], after_header=params["file"],
-                 before=profile.file_before or "", after=content),
-        ]
-    if module.check_mode or not result["changed"]:
-        return result
-    profile.apply(writes)
-    if file_changed:
-        profile.persist(content)
-    return result
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import SysctlProfile
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    host = host_root(module)
-    try:
-        # one lock around read -> plan -> apply -> persist: a run never plans against a state
-        # that another run is changing (check mode changes nothing and takes no lock)
-        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
-            result = run(module)
-    except SysctlError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="sysctl_profile: %s" % exc)
-    module.exit_json(**result)
+    module_main(SysctlProfile)
 
 
 if __name__ == "__main__":

@@ -259,8 +259,11 @@ def rdma_cm(node, hca: str = "mlx5_0", mode: str | None = "IB/RoCE v1", tos: str
         node.put("%s/rdma_cm/%s/ports/1/default_roce_tos" % (configfs, hca), tos + "\n")
 
 
-def use(monkeypatch, module, runner: FakeRunner) -> FakeRunner:
-    monkeypatch.setattr(module, "Runner", runner)
+def use(monkeypatch, runner: FakeRunner) -> FakeRunner:
+    """Run the capability modules (module_main) with ``runner`` instead of the real one."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils import _capability
+
+    monkeypatch.setattr(_capability, "Runner", runner)
     monkeypatch.delenv("SSH_CONNECTION", raising=False)
     return runner
 

@@ -54,7 +54,7 @@ def facts_of(result):
 
 
 def no_tools(monkeypatch):
-    return use(monkeypatch, datapath_facts, FakeRunner([], which={}))
+    return use(monkeypatch, FakeRunner([], which={}))
 
 
 def test_every_section_from_a_lab_like_node(run_module, node, monkeypatch):
@@ -147,7 +147,7 @@ def test_physical_nic_firmware_and_dcb_from_recorded_output(run_module, node, mo
     node.put("/sys/class/net/ens1f0np0/ecn/roce_rp/enable/3", "0\n")
     dcb = FakeDcb("ens1f0np0", pfc=fixture("dcb/pfc-show.json"), app=fixture("dcb/app-show.json"),
                   ets=fixture("dcb/ets-show.json"), apptrust=fixture("dcb/apptrust-show.json"))
-    runner = use(monkeypatch, datapath_facts, FakeRunner([
+    runner = use(monkeypatch, FakeRunner([
         static([ETHTOOL, "-i", "ens1f0np0"], out=fixture("ethtool/connectx7-i.txt")),
         static([DEVLINK, "-j", "dev", "info"], out=fixture("devlink/mlx5-dev-info.json")),
         dcb], which={"ethtool": ETHTOOL, "devlink": DEVLINK, "dcb": DCB}))
@@ -172,7 +172,7 @@ def test_physical_nic_firmware_and_dcb_from_recorded_output(run_module, node, mo
 def test_dcb_unsupported_device_is_reported(run_module, node, monkeypatch):
     nic(node, "eth0", ecn=False, hca=None)
     dcb = FakeDcb("eth0", unsupported=fixture("dcb/veth-unsupported.stderr.txt"))
-    use(monkeypatch, datapath_facts, FakeRunner([dcb], which={"dcb": DCB}))
+    use(monkeypatch, FakeRunner([dcb], which={"dcb": DCB}))
     facts = facts_of(run_module(datapath_facts.main, {"root": str(node.root), "gather": ["qos"]}))
     assert facts["qos"]["eth0"]["supported"] is False
     assert "not supported" in facts["qos"]["eth0"]["reason"]

@@ -49,7 +49,7 @@ def fake(monkeypatch, ip=None, active=(), extra=(), ping_rc=0, ping_before=0):
     handlers = [ip, systemctl(active), *extra,
                 ping]
     runner = FakeRunner(handlers, which={"ip": IP, "systemctl": SYSTEMCTL, "ping": "/usr/bin/ping", "nmcli": "nmcli"})
-    use(monkeypatch, link_mtu, runner)
+    use(monkeypatch, runner)
     return runner, ip
 
 
@@ -299,6 +299,6 @@ def test_device_refuses_and_run_reverts(run_module, tree, monkeypatch):
 def test_ip_failure_is_clean(run_module, tree, monkeypatch):
     runner = FakeRunner([static([IP, "-j", "-d", "link", "show"], rc=255, err="Cannot open netlink socket")],
                         which={"ip": IP})
-    use(monkeypatch, link_mtu, runner)
+    use(monkeypatch, runner)
     result = run_module(link_mtu.main, args(tree, RAIL), expect_failure=True)
     assert "Cannot open netlink socket" in result["msg"]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _nfd_labels as backend
 from ansible_collections.aiinfra.datapath.plugins.modules import nfd_labels
+from capability_results import diff_entry
 
 FEATURES = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
 
@@ -143,8 +144,8 @@ def test_check_mode_and_diff_touch_nothing(run_module: Any, tmp_path: Path) -> N
     root = make_root(tmp_path)
     result = run_module(nfd_labels.main, args(root), check_mode=True, diff=True)
     assert result["changed"] is True
-    assert result["diff"]["before"] == ""
-    assert "aiinfra.io/team=inference\n" in result["diff"]["after"]
+    assert diff_entry(result, FEATURES)["before"] == ""
+    assert "aiinfra.io/team=inference\n" in diff_entry(result, FEATURES)["after"]
     assert not (root / "etc").exists()
 
 
@@ -156,7 +157,7 @@ def test_rewrites_changed_file_atomically(run_module: Any, tmp_path: Path) -> No
     inode = target.stat().st_ino
     result = run_module(nfd_labels.main, args(root), diff=True)
     assert result["changed"] is True
-    assert result["diff"]["before"] == "stale=1\n"
+    assert diff_entry(result, FEATURES)["before"] == "stale=1\n"
     assert "stale" not in features(root)
     assert target.stat().st_ino != inode  # replaced by rename, not rewritten in place
 

@@ -13,7 +13,7 @@ POLICY = {"driver": "mlx5_core", "psid": "MT_0000000838", "min_version": "28.39.
 def fake(monkeypatch, handlers, ethtool=True, devlink=True):
     runner = FakeRunner(handlers, which={"ethtool": ETHTOOL if ethtool else None,
                                          "devlink": DEVLINK if devlink else None})
-    return use(monkeypatch, nic_firmware, runner)
+    return use(monkeypatch, runner)
 
 
 def recorded(devlink_fixture="devlink/mlx5-dev-info.json"):

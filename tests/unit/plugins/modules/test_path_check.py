@@ -65,7 +65,7 @@ class FakePing:
 
 def fake(monkeypatch, ping: FakePing | None, present: bool = True) -> FakeRunner:
     runner = FakeRunner([ping] if ping else [], which={"ping": PING if present else None})
-    return use(monkeypatch, path_check, runner)
+    return use(monkeypatch, runner)
 
 
 def rdma(peers: dict[str, str], mtu: int = 9000, interface: str = "ens1f0np0") -> dict:
@@ -147,7 +147,7 @@ def test_unknown_interface_is_an_error_row_not_a_crash(run_module, monkeypatch) 
 def test_max_loss_allows_partial_loss(run_module, monkeypatch) -> None:
     partial = "4 packets transmitted, 3 received, 25% packet loss, time 600ms\n"
     runner = FakeRunner([lambda argv: (1, partial, "")], which={"ping": PING})
-    use(monkeypatch, path_check, runner)
+    use(monkeypatch, runner)
     args = {"targets": [rdma({"node2": "198.18.1.12"})], "count": 4}
     assert run_module(path_check.main, args)["paths"][0]["ok"] is False
     assert run_module(path_check.main, dict(args, max_loss=30))["paths"][0]["ok"] is True

@@ -37,7 +37,7 @@ def tree(node):
 def fake(monkeypatch, *devices, dcb=True, mlnx=False):
     which = {"dcb": DCB if dcb else None, "mlnx_qos": MLNX if mlnx else None}
     runner = FakeRunner(list(devices), which=which)
-    use(monkeypatch, roce_qos, runner)
+    use(monkeypatch, runner)
     return runner
 
 

@@ -1,1 +1,0 @@
-../../modules/hugepages.py

@@ -1,1 +1,0 @@
-../../modules/kernel_cmdline.py

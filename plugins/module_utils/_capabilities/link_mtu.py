@@ -1,1 +1,0 @@
-../../modules/link_mtu.py

@@ -1,1 +1,0 @@
-../../modules/nfd_labels.py

@@ -1,1 +1,0 @@
-../../modules/nic_firmware.py

@@ -1,1 +1,0 @@
-../../modules/nvme_layout.py

@@ -1,1 +1,0 @@
-../../modules/roce_qos.py

@@ -1,1 +1,0 @@
-../../modules/sysctl_profile.py
