@@ -25,13 +25,13 @@ from typing import Any
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, ".collections"))
 
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import (  # noqa: E402
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import (  # noqa: E402
     Planner,
     cli,
     parse_spec,
     validate_spec,
 )
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.loader import load_spec_file  # noqa: E402
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.loader import load_spec_file  # noqa: E402
 
 
 def generate(nodes: int) -> tuple[Any, dict[str, tuple[list[str], dict[str, Any]]]]:

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters over the cluster spec: validate, node_plan, plan_summary, roce_tos, roce_mtu.
 
-Thin wrappers: the work is in plugins/plugin_utils/spec (controller side, needs pydantic v2).
+Thin wrappers: the work is in plugins/plugin_utils/cluster_spec (controller side, needs pydantic v2).
 Documentation: one YAML file per filter next to this file.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 try:
-    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import spec as _spec
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import cluster_spec as _spec
 except ImportError as exc:  # pydantic missing: say so when a filter is used, not at import
     _spec = None
     _IMPORT_ERROR: ImportError | None = exc
@@ -65,7 +65,7 @@ def node_plan(data: Any, host: str, groups: Any = None, facts: Any = None) -> di
 def plan_summary(data: Any, groups: Any, hostvars: Any = None) -> dict[str, Any]:
     """Per inventory group: how many hosts and what their plans do."""
     api = _api()
-    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.summary import group_summary
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.summary import group_summary
 
     if not isinstance(groups, Mapping):
         raise AnsibleFilterError("plan_summary: pass the `groups` magic variable")
@@ -92,9 +92,11 @@ def roce_tos(dscp: Any, ecn: bool = True) -> int:
     return int(_api().roce_tos(_int(dscp, "dscp", 0, 63), bool(ecn)))
 
 
-def roce_mtu(mtu: Any) -> int:
-    """Active RoCE MTU for a netdev MTU: largest of 4096/2048/1024/512/256 fitting MTU - 96."""
-    return int(_api().roce_mtu(_int(mtu, "mtu", 68, 65536)))
+def roce_mtu(mtu: Any) -> int | None:
+    """Active RoCE MTU for a netdev MTU: largest of 4096/2048/1024/512/256 fitting MTU - 96; none below 352."""
+    derived = _api().derived
+    value = derived.roce_mtu(_int(mtu, "mtu", derived.MTU_MIN, derived.MTU_MAX))
+    return None if value is None else int(value)
 
 
 class FilterModule:

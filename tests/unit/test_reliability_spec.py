@@ -3,7 +3,7 @@
 Every hostile value must be rejected at validation (exit 1 with an error naming the field,
 or exit 2 for unusable YAML), with no process started while validating: ``subprocess`` and
 ``os.system`` are replaced by tripwires for the whole test. Hypothesis-based runs come from
-the existing property tests (tests/unit/plugins/plugin_utils/spec/test_properties.py) plus a
+the existing property tests (tests/unit/plugins/plugin_utils/cluster_spec/test_properties.py) plus a
 run of our own over the hostile-string alphabet.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import validate_spec
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.cli import main as datapath_cli
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import validate_spec
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.cli import main as datapath_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -203,7 +203,7 @@ def test_hostile_yaml_documents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                 if cap_s > 60:
                     case.finding(f"spec loading reads {len(text) / 1024 / elapsed:.0f} KiB/s (pure-Python YAML), so a "
                                  f"document just under the 16 MiB cap would take about {cap_s:.0f} s to be refused: "
-                                 "lower MAX_BYTES in plugins/plugin_utils/spec/loader.py (e.g. 2 MiB) or count "
+                                 "lower MAX_BYTES in plugins/plugin_utils/cluster_spec/loader.py (e.g. 2 MiB) or count "
                                  "nodes while parsing")
             assert rc in (1, 2), (rc, message)
             assert message and "Traceback" not in message and "Traceback" not in raw
@@ -265,10 +265,10 @@ def test_property_hostile_strings(reliability) -> None:
 def test_existing_property_suite_counts(reliability) -> None:
     """Run the existing spec property tests and count their hypothesis cases."""
     with reliability.case("property-spec-suite", "existing hypothesis suite: random documents, mutated specs, "
-                          "valid specs planned twice (tests/unit/plugins/plugin_utils/spec/test_properties.py)",
+                          "valid specs planned twice (tests/unit/plugins/plugin_utils/cluster_spec/test_properties.py)",
                           area="spec") as case:
         proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "pytest"), "-q", "-s", "-p", "no:randomly",
-                               "tests/unit/plugins/plugin_utils/spec/test_properties.py"],
+                               "tests/unit/plugins/plugin_utils/cluster_spec/test_properties.py"],
                               capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("hypothesis cases:")), "")
         total = int(line.rsplit("total=", 1)[1]) if "total=" in line else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import SpecError, validate_spec
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import SpecError, validate_spec
 
 from ._specs import base, example
 

@@ -10,6 +10,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._node import derived
 from ._types import PAGE_BYTES
 from .checks import effective_issues, interface_key, pool_count, roce_mtu, roce_tos
 from .errors import SpecError, SpecValidationError, join_path
@@ -19,25 +20,9 @@ from .models import DatapathSpec, Fabric, HugePagePool, Interface
 PLAN_VERSION = 1
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
 
-# net.* keys that stay global (or read-only) in a child network namespace.
-# Kept equal to plugins/module_utils/_sysctl.py GLOBAL_NET_KEYS (a test checks).
-GLOBAL_NET_KEYS = frozenset({
-    "net.core.bpf_jit_enable", "net.core.busy_poll", "net.core.busy_read",
-    "net.core.default_qdisc", "net.core.dev_weight", "net.core.flow_limit_table_len",
-    "net.core.message_burst", "net.core.message_cost", "net.core.netdev_budget",
-    "net.core.netdev_budget_usecs", "net.core.netdev_max_backlog", "net.core.netdev_rss_key",
-    "net.core.rmem_default", "net.core.rmem_max", "net.core.rps_sock_flow_entries",
-    "net.core.wmem_default", "net.core.wmem_max", "net.ipv4.neigh.default.gc_thresh1",
-    "net.ipv4.neigh.default.gc_thresh2", "net.ipv4.neigh.default.gc_thresh3", "net.ipv4.tcp_mem",
-    "net.ipv4.udp_mem", "net.ipv6.neigh.default.gc_thresh1", "net.ipv6.neigh.default.gc_thresh2",
-    "net.ipv6.neigh.default.gc_thresh3", "net.netfilter.nf_conntrack_max", "net.nf_conntrack_max",
-    "net.unix.max_dgram_qlen_global",
-})
-
-
-def sysctl_scope(key: str) -> str:
-    """'netns' for keys each network namespace has its own copy of, else 'global'."""
-    return "netns" if key.startswith("net.") and key not in GLOBAL_NET_KEYS else "global"
+# The scope of a sysctl key (netns or global): one rule for the plan and the module.
+GLOBAL_NET_KEYS = derived.GLOBAL_NET_KEYS
+sysctl_scope = derived.sysctl_scope
 
 
 def node_facts(facts: Mapping[str, Any] | None) -> tuple[int | None, int | None]:

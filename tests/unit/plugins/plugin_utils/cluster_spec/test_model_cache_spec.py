@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import (
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import (
     Planner,
     SpecError,
     SpecValidationError,
@@ -16,7 +16,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import (
     parse_spec,
     validate_spec,
 )
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.api import validate_inventory
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.api import validate_inventory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,7 @@ import json
 import os
 
 import jsonschema
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import docgen, json_schema
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import docgen, json_schema
 from ruamel.yaml import YAML
 
 from ._specs import EXAMPLE, REPO
@@ -23,8 +23,8 @@ def test_committed_docs_match_a_fresh_generation() -> None:
 
 def test_spec_md_lists_every_field_and_check() -> None:
     text = docgen.spec_markdown()
-    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.models import MODELS
-    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.registry import all_checks
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.models import MODELS
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.registry import all_checks
     for model in MODELS:
         assert f"### {model.__name__}" in text
         for name in model.model_fields:

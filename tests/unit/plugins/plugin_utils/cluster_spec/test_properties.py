@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import (
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import (
     SpecError,
     SpecValidationError,
     dumps_plan,
@@ -129,7 +129,7 @@ def valid_specs(draw: st.DrawFn) -> dict[str, Any]:
         pfc = sorted({prio} | set(others))
         if ecn and draw(st.booleans()):
             pfc = [p for p in pfc if p != prio]
-        fabrics.append({"name": f"rail{rail}", "purpose": "rdma", "kind": "roce", "mtu": draw(st.integers(68, 9216)),
+        fabrics.append({"name": f"rail{rail}", "purpose": "rdma", "kind": "roce", "mtu": draw(st.integers(352, 9216)),
                         "subnets": [f"10.{rail}.0.0/16"],
                         "roce": {"priority": prio, "dscp": dscp, "ecn": ecn, "pfc_priorities": pfc,
                                  "cnp": {"dscp": cnp_dscp, "priority": cnp},

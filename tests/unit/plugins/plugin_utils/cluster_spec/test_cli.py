@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import cli, loader
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import cli, loader
 
 from ._specs import EXAMPLE, REPO
 

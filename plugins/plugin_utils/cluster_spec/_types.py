@@ -10,13 +10,15 @@ import posixpath
 import re
 from typing import Annotated, Any, Literal
 
+from ._node import derived
 from ._pydantic import BeforeValidator, Field, Strict
 
 # Largest byte count we accept anywhere (an exabyte is far beyond any node, and it keeps
 # arithmetic in 64 bits so huge YAML numbers cannot blow up anything).
 MAX_BYTES = 2**60
 
-Mtu = Annotated[int, Strict(), Field(ge=68, le=9216, description="Link MTU in bytes (68-9216).")]
+Mtu = Annotated[int, Strict(), Field(ge=derived.MTU_MIN, le=derived.MTU_MAX,
+                                     description=f"Link MTU in bytes ({derived.MTU_MIN}-{derived.MTU_MAX}).")]
 Dscp = Annotated[int, Strict(), Field(ge=0, le=63, description="DSCP code point (0-63).")]
 Priority = Annotated[int, Strict(), Field(ge=0, le=7, description="802.1p priority (0-7).")]
 TrafficClass = Annotated[int, Strict(), Field(ge=0, le=7)]

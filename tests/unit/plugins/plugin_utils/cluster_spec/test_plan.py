@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import (
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import (
     Planner,
     SpecValidationError,
     dumps_plan,
@@ -16,7 +16,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import (
     roce_tos,
     sysctl_scope,
 )
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.loader import load_inventory
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.loader import load_inventory
 
 from ._specs import EXAMPLE, base, example
 
@@ -57,11 +57,11 @@ def test_roce_tos(dscp: int, ecn: bool, tos: int) -> None:
 
 
 MTUS = [(9000, 4096), (4192, 4096), (4191, 2048), (2144, 2048), (2143, 1024), (1500, 1024), (1120, 1024),
-        (1119, 512), (608, 512), (607, 256), (68, 256)]
+        (1119, 512), (608, 512), (607, 256), (352, 256), (351, None), (68, None)]
 
 
 @pytest.mark.parametrize(("mtu", "expected"), MTUS)
-def test_roce_mtu(mtu: int, expected: int) -> None:
+def test_roce_mtu(mtu: int, expected: int | None) -> None:
     assert roce_mtu(mtu) == expected
 
 
@@ -226,9 +226,11 @@ def test_invalid_spec_raises_with_all_errors() -> None:
     assert len(info.value.errors) == 2
 
 
-def test_global_net_keys_agree_with_the_sysctl_module() -> None:
-    """The plan's scope and the module's scope come from the same list of global net.* keys."""
-    from ansible_collections.aiinfra.datapath.plugins.module_utils import _sysctl
-    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import plan as spec_plan
+def test_derived_values_come_from_the_one_node_file() -> None:
+    """The plan, the cross-checks and the modules use the same functions of module_utils/_derived.py."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils import _derived, _sysctl
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import checks
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import plan as spec_plan
 
-    assert spec_plan.GLOBAL_NET_KEYS == _sysctl.GLOBAL_NET_KEYS
+    assert spec_plan.sysctl_scope is _derived.sysctl_scope is _sysctl.sysctl_scope
+    assert checks.roce_mtu is _derived.roce_mtu and checks.roce_tos is _derived.roce_tos

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec import validate_spec
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.registry import all_checks
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import validate_spec
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.registry import all_checks
 
 from ._specs import SHA_A, base, model
 
@@ -53,6 +53,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.fabrics[0].roce", "RoCE settings on a fabric of kind ethernet"),
     ("roce-settings-match-kind", lambda s: s["fabrics"][1].update(kind="ethernet", roce=None),
      "datapath.fabrics[1].kind", "an rdma fabric of kind ethernet carries no RDMA"),
+    ("roce-mtu-possible", lambda s: s["fabrics"][1].update(mtu=351),
+     "datapath.fabrics[1].mtu", "MTU 351 is below 352: the kernel derives no RoCE MTU from it"),
     ("management-not-rdma", lambda s: s["fabrics"][0].update(kind="roce"),
      "datapath.fabrics[0].kind", "the management fabric is of kind roce"),
     ("subnets-valid", lambda s: s["fabrics"][0].update(subnets=["192.0.2.1/24"]),
@@ -97,6 +99,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.profiles[0].interfaces[0].fabric", "fabric 'nope' is not defined"),
     ("interface-fabric", lambda s: prof(s)["interfaces"][1].update(mtu=4200),
      "datapath.profiles[0].interfaces[1].mtu", "MTU 4200 differs from fabric rail0's MTU 9000"),
+    ("interface-fabric", lambda s: prof(s)["interfaces"][1].update(mtu=300, mtu_override=True),
+     "datapath.profiles[0].interfaces[1].mtu", "MTU 300 on RoCE fabric rail0 is below 352"),
     ("firmware-rule", lambda s: prof(s)["firmware"][0].update(driver=None, psid=None),
      "datapath.profiles[0].firmware[0].psid", "policy matches no device"),
     ("firmware-rule", lambda s: prof(s)["firmware"][0].update(allowed=["28.1.1"]),

@@ -6,7 +6,7 @@ import copy
 import os
 from typing import Any
 
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils.spec.loader import load_spec_file
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.loader import load_spec_file
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 5))
 EXAMPLE = os.path.join(REPO, "inventories", "example")

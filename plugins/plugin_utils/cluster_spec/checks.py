@@ -12,6 +12,7 @@ import ipaddress
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ._node import derived
 from ._types import PAGE_BYTES
 from .errors import Issue
 from .registry import cross_check
@@ -37,17 +38,8 @@ if TYPE_CHECKING:
 PROFILE_SCOPES = ("Profile", "ProfileBody")
 
 
-def roce_tos(dscp: int, ecn: bool) -> int:
-    """rdma_cm ToS byte: DSCP in the upper six bits, ECT(0) (binary 10) when ECN is on."""
-    return (dscp << 2) | (2 if ecn else 0)
-
-
-def roce_mtu(mtu: int) -> int:
-    """Largest RoCE MTU (4096/2048/1024/512/256) that fits the netdev MTU minus 96 bytes of headers."""
-    for size in (4096, 2048, 1024, 512, 256):
-        if size <= mtu - 96:
-            return size
-    return 256
+roce_tos = derived.roce_tos
+roce_mtu = derived.roce_mtu
 
 
 # --------------------------------------------------------------------------- RoCE
@@ -136,6 +128,16 @@ def check_roce_kind(fabric: Fabric) -> Iterator[Issue]:
                     "set kind: roce or remove the roce block")
     if fabric.purpose == "rdma" and fabric.kind == "ethernet":
         yield Issue(("kind",), "an rdma fabric of kind ethernet carries no RDMA", "set kind: roce or infiniband")
+
+
+@cross_check("Fabric", "roce-mtu-possible")
+def check_roce_mtu(fabric: Fabric) -> Iterator[Issue]:
+    """A RoCE fabric's MTU leaves room for the smallest RoCE MTU: 256 + 96 bytes of headers = 352
+    (below it the kernel gives the link no RoCE MTU at all)."""
+    if fabric.kind == "roce" and roce_mtu(fabric.mtu) is None:
+        yield Issue(("mtu",), f"MTU {fabric.mtu} is below {derived.ROCE_MIN_LINK_MTU}: the kernel derives no "
+                    "RoCE MTU from it, so RoCE cannot run on this fabric",
+                    f"use an MTU of at least {derived.ROCE_MIN_LINK_MTU} (1500, or 4200/9000 for 4096-byte RoCE)")
 
 
 @cross_check("Fabric", "management-not-rdma")
@@ -421,6 +423,11 @@ def check_interface_fabrics(spec: DatapathSpec) -> Iterator[Issue]:
                 yield Issue((*base, "interfaces", index, "mtu"),
                             f"MTU {iface.mtu} differs from fabric {fabric.name}'s MTU {fabric.mtu}",
                             "use the fabric's MTU, or set mtu_override: true if this is on purpose")
+            elif iface.mtu is not None and fabric.kind == "roce" and roce_mtu(iface.mtu) is None:
+                yield Issue((*base, "interfaces", index, "mtu"),
+                            f"MTU {iface.mtu} on RoCE fabric {fabric.name} is below {derived.ROCE_MIN_LINK_MTU}: "
+                            "the kernel derives no RoCE MTU from it",
+                            f"use an MTU of at least {derived.ROCE_MIN_LINK_MTU}")
 
 
 @cross_check("DatapathSpec", "layer-settings")
