@@ -30,7 +30,7 @@ from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
 
 try:
-    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import spec as _spec
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import cluster_spec as _spec
 except ImportError as exc:  # pydantic missing: say so when the action runs, not at import
     _spec = None
     _IMPORT_ERROR: ImportError | None = exc
@@ -58,7 +58,7 @@ ORDER = tuple(CAPABILITIES)
 
 MARK = "--aiinfra-datapath-numa--"
 
-# the variables of node_plan's facts argument (see plugin_utils/spec/plan.py node_facts)
+# the variables of node_plan's facts argument (see plugin_utils/cluster_spec/plan.py node_facts)
 PLAN_FACT_VARS = ("datapath_memory_bytes", "datapath_numa_nodes", "ansible_memtotal_mb", "ansible_facts")
 
 

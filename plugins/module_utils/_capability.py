@@ -161,6 +161,7 @@ class Capability(object):
     """Base class of every backend; see the module docstring for the contract."""
 
     name = None
+    read_only = False  # True: changes nothing, takes no lock, returns no ``actions``
 
     @classmethod
     def argument_spec(cls):
@@ -182,8 +183,8 @@ class Capability(object):
         self.node.warn(message)
 
     def lock_file(self):
-        """The lock held around read -> plan -> apply (None: the capability changes nothing)."""
-        return self.root.path(DEFAULT_LOCK_PATH)
+        """The lock held around read -> plan -> apply (None for a read-only capability)."""
+        return None if self.read_only else self.root.path(DEFAULT_LOCK_PATH)
 
     def validate(self):
         """Parameter checks the argument spec cannot express; raise CapabilityError."""
@@ -225,7 +226,8 @@ def run(cls, params, node):
                 capability.apply(state, actions)
             result = capability.result(state, actions)
         result.setdefault("changed", bool(actions))
-        result["actions"] = [action.public() for action in actions]
+        if not capability.read_only:
+            result["actions"] = [action.public() for action in actions]
         if node.diff:
             diff = capability.diff(state, actions)
             if diff:

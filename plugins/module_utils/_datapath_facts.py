@@ -19,6 +19,7 @@ import errno
 import os
 import re
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import ROOT_OPTION, Capability
 from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import split_cmdline
 from ansible_collections.aiinfra.datapath.plugins.module_utils._dcb import DcbBackend, DcbError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import (
@@ -37,10 +38,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware imp
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
     parse_devlink_info,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
-    SysctlProfile,
-    canonical_name,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import canonical_name, read_key
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
@@ -106,17 +104,37 @@ def _read_text(host, path):
         return None
 
 
-class DatapathFacts(object):
-    """Collect the sections asked for; ``facts`` is the returned dict."""
+class DatapathFacts(Capability):
+    """Collect the sections asked for into the fact ``datapath_facts`` (read-only)."""
 
-    def __init__(self, host, runner, params):
-        self.host = host
-        self.runner = runner
-        self.params = params
+    name = "datapath_facts"
+    read_only = True  # never waits for a run that changes the node
+
+    @classmethod
+    def argument_spec(cls):
+        spec = dict(
+            gather=dict(type="list", elements="str", choices=list(SECTIONS), default=list(SECTIONS)),
+            sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
+            interfaces=dict(type="list", elements="str"),
+            storage_devices=dict(type="list", elements="str", default=[]),
+            mount_paths=dict(type="list", elements="str", default=[]),
+        )
+        spec.update(ROOT_OPTION)
+        return spec
+
+    def __init__(self, params, node):
+        Capability.__init__(self, params, node)
+        self.host = node.root
         self.gather = list(params.get("gather") or SECTIONS)
         self.unavailable = {}
         self.notes = []
         self._tools = {}
+
+    def read(self):
+        return self.collect()
+
+    def result(self, state, actions):
+        return dict(ansible_facts={"datapath_facts": state})
 
     # -- helpers ------------------------------------------------------------------------
     def _tool(self, name):
@@ -136,13 +154,12 @@ class DatapathFacts(object):
 
     # -- sections -----------------------------------------------------------------------
     def sysctl(self):
-        reader = SysctlProfile(self.host, {})
         out = {}
         for name in self.params.get("sysctl_keys") or []:
             canon = canonical_name(str(name))
             if not canon:
                 continue
-            state, value = reader._read_key(canon)
+            state, value = read_key(self.host, canon)
             out[canon] = {"value": value if state in ("ok", "read_only") else None, "state": state}
         return out
 

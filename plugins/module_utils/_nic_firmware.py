@@ -182,6 +182,7 @@ class NicFirmware(Capability):
     """Firmware facts of the node's NICs and their compliance table (read-only)."""
 
     name = "nic_firmware"
+    read_only = True  # never waits for a run that changes the node
 
     @classmethod
     def argument_spec(cls):
@@ -195,9 +196,6 @@ class NicFirmware(Capability):
         )
         spec.update(ROOT_OPTION)
         return spec
-
-    def lock_file(self):
-        return None  # reads only: never waits for a run that changes the node
 
     def validate(self):
         for index, policy in enumerate(self.params["policies"]):

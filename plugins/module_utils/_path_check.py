@@ -17,9 +17,13 @@ import ipaddress
 import re
 import threading
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Capability
+from ansible_collections.aiinfra.datapath.plugins.module_utils._derived import MTU_MAX, MTU_MIN
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
 IPV4_OVERHEAD = 28   # IPv4 header 20 + ICMP header 8
 IPV6_OVERHEAD = 48   # IPv6 header 40 + ICMPv6 header 8
-MIN_PROBE_MTU = 68
+MIN_PROBE_MTU = MTU_MIN
 
 _SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received(?:, \+(\d+) errors)?")
 _LOCAL_MTU = re.compile(r"message too long, mtu[=:]\s*(\d+)", re.IGNORECASE)
@@ -125,3 +129,97 @@ def summarise(paths):
             entry["failed"].append(path["peer"])
             entry["ok"] = False
     return fabrics
+
+
+class PathCheck(Capability):
+    """Don't-fragment pings from this node to every peer of every fabric (read-only)."""
+
+    name = "path_check"
+    read_only = True
+
+    @classmethod
+    def argument_spec(cls):
+        return dict(
+            targets=dict(type="list", elements="dict", required=True, options=dict(
+                fabric=dict(type="str", required=True),
+                mtu=dict(type="int", required=True),
+                interface=dict(type="str"),
+                source=dict(type="str"),
+                peers=dict(type="list", elements="dict", default=[], options=dict(
+                    name=dict(type="str", required=True),
+                    address=dict(type="str", required=True),
+                )),
+            )),
+            sizes=dict(type="list", elements="int", default=[1500]),
+            count=dict(type="int", default=3),
+            interval=dict(type="float", default=0.2),
+            timeout=dict(type="int", default=1),
+            max_loss=dict(type="int", default=0),
+            workers=dict(type="int", default=16),
+        )
+
+    def validate(self):
+        p = self.params
+        errors = []
+        for index, target in enumerate(p["targets"]):
+            where = "targets[%d] (fabric %s)" % (index, target["fabric"])
+            if not MTU_MIN <= target["mtu"] <= MTU_MAX:
+                errors.append("%s: mtu %d is outside %d-%d" % (where, target["mtu"], MTU_MIN, MTU_MAX))
+        if p["count"] < 1:
+            errors.append("count must be at least 1")
+        if p["timeout"] < 1:
+            errors.append("timeout must be at least 1 second")
+        if p["interval"] <= 0:
+            errors.append("interval must be positive")
+        if not 0 <= p["max_loss"] < 100:
+            errors.append("max_loss must be 0-99 percent")
+        if p["workers"] < 1:
+            errors.append("workers must be at least 1")
+        if errors:
+            raise CapabilityError("path_check: %s" % "; ".join(errors), errors=errors)
+
+    def read(self):
+        """Every probe of every path, run concurrently; the paths with their probes."""
+        p = self.params
+        ping = self.runner.which("ping")
+        if not ping:
+            raise CapabilityError("path_check needs iputils ping on the node; none found")
+        paths, jobs = [], []
+        for target in p["targets"]:
+            via = target.get("interface") or target.get("source")
+            for peer in target["peers"]:
+                path = {"fabric": target["fabric"], "interface": via, "peer": peer["name"],
+                        "address": peer["address"], "mtu": target["mtu"], "largest_mtu": None, "ok": False,
+                        "probes": []}
+                paths.append(path)
+                for size in probe_sizes(target["mtu"], p["sizes"]):
+                    argv = ping_argv(ping, peer["address"], size, p["count"], p["interval"], p["timeout"],
+                                     target.get("interface"), target.get("source"))
+                    probe = {"mtu": size, "payload": payload_size(size, address_family(peer["address"]))}
+                    path["probes"].append(probe)
+                    jobs.append((probe, argv))
+        runner = self.runner
+        answers = run_parallel([_job(runner, argv) for _probe, argv in jobs], p["workers"])
+        for index, (probe, _argv) in enumerate(jobs):
+            rc, out, err = answers[index]
+            probe.update(parse_ping(rc, out, err))
+            probe["ok"] = probe["received"] > 0 and probe["loss"] <= p["max_loss"]
+        for path in paths:
+            judge(path, p["max_loss"])
+        return paths
+
+    def result(self, paths, actions):
+        failing = []
+        for path in paths:
+            if not path["ok"]:
+                top = path["probes"][0]
+                why = top["error"] or "%d%% loss at %d" % (top["loss"], top["mtu"])
+                if top["local_mtu"]:
+                    why += ", local interface MTU %d" % top["local_mtu"]
+                failing.append("%s: %s (largest passing MTU %s, %s)"
+                               % (path["fabric"], path["peer"], path["largest_mtu"], why))
+        return dict(paths=paths, summary=summarise(paths), failing=failing)
+
+
+def _job(runner, argv):
+    return lambda: runner.run(argv, check=False)

@@ -73,10 +73,8 @@ options:
     type: list
     elements: str
     default: []
-  root:
-    description: Root of the node's filesystem (for tests). Commands still run on the node.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
 seealso:
   - module: aiinfra.datapath.sysctl_profile
   - module: aiinfra.datapath.hugepages
@@ -175,28 +173,12 @@ ansible_facts:
           elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._datapath_facts import SECTIONS, DatapathFacts
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import host_root
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import Runner
-
-
-def argument_spec():
-    return dict(
-        gather=dict(type="list", elements="str", choices=list(SECTIONS), default=list(SECTIONS)),
-        sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
-        interfaces=dict(type="list", elements="str"),
-        storage_devices=dict(type="list", elements="str", default=[]),
-        mount_paths=dict(type="list", elements="str", default=[]),
-        root=dict(type="path", default="/"),
-    )
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._datapath_facts import DatapathFacts
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    facts = DatapathFacts(host_root(module), Runner(module), module.params).collect()
-    module.exit_json(changed=False, ansible_facts={"datapath_facts": facts})
+    module_main(DatapathFacts)
 
 
 if __name__ == "__main__":

@@ -182,102 +182,12 @@ failing:
   sample: ["rdma: node2 (largest passing MTU 1500, 100% loss at 9000)"]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._path_check import (
-    MIN_PROBE_MTU, address_family, judge, parse_ping, payload_size, ping_argv, probe_sizes,
-    run_parallel, summarise,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import Runner
-
-MTU_MAX = 9216
-
-
-def argument_spec():
-    return dict(
-        targets=dict(type="list", elements="dict", required=True, options=dict(
-            fabric=dict(type="str", required=True),
-            mtu=dict(type="int", required=True),
-            interface=dict(type="str"),
-            source=dict(type="str"),
-            peers=dict(type="list", elements="dict", default=[], options=dict(
-                name=dict(type="str", required=True),
-                address=dict(type="str", required=True),
-            )),
-        )),
-        sizes=dict(type="list", elements="int", default=[1500]),
-        count=dict(type="int", default=3),
-        interval=dict(type="float", default=0.2),
-        timeout=dict(type="int", default=1),
-        max_loss=dict(type="int", default=0),
-        workers=dict(type="int", default=16),
-    )
-
-
-def validate(p):
-    errors = []
-    for index, target in enumerate(p["targets"]):
-        where = "targets[%d] (fabric %s)" % (index, target["fabric"])
-        if not MIN_PROBE_MTU <= target["mtu"] <= MTU_MAX:
-            errors.append("%s: mtu %d is outside %d-%d" % (where, target["mtu"], MIN_PROBE_MTU, MTU_MAX))
-    if p["count"] < 1:
-        errors.append("count must be at least 1")
-    if p["timeout"] < 1:
-        errors.append("timeout must be at least 1 second")
-    if p["interval"] <= 0:
-        errors.append("interval must be positive")
-    if not 0 <= p["max_loss"] < 100:
-        errors.append("max_loss must be 0-99 percent")
-    if p["workers"] < 1:
-        errors.append("workers must be at least 1")
-    return errors
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._path_check import PathCheck
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    p = module.params
-    errors = validate(p)
-    if errors:
-        module.fail_json(msg="path_check: %s" % "; ".join(errors), errors=errors)
-    runner = Runner(module)
-    ping = runner.which("ping")
-    if not ping:
-        module.fail_json(msg="path_check needs iputils ping on the node; none found")
-
-    paths, jobs = [], []
-    for target in p["targets"]:
-        via = target.get("interface") or target.get("source")
-        for peer in target["peers"]:
-            path = {"fabric": target["fabric"], "interface": via, "peer": peer["name"],
-                    "address": peer["address"], "mtu": target["mtu"], "largest_mtu": None, "ok": False,
-                    "probes": []}
-            paths.append(path)
-            for size in probe_sizes(target["mtu"], p["sizes"]):
-                argv = ping_argv(ping, peer["address"], size, p["count"], p["interval"], p["timeout"],
-                                 target.get("interface"), target.get("source"))
-                probe = {"mtu": size, "payload": payload_size(size, address_family(peer["address"]))}
-                path["probes"].append(probe)
-                jobs.append((probe, argv))
-
-    def job(argv):
-        return lambda: runner.run(argv, check=False)
-
-    answers = run_parallel([job(argv) for _probe, argv in jobs], p["workers"])
-    for index, (probe, _argv) in enumerate(jobs):
-        rc, out, err = answers[index]
-        probe.update(parse_ping(rc, out, err))
-        probe["ok"] = probe["received"] > 0 and probe["loss"] <= p["max_loss"]
-    failing = []
-    for path in paths:
-        judge(path, p["max_loss"])
-        if not path["ok"]:
-            top = path["probes"][0]
-            why = top["error"] or "%d%% loss at %d" % (top["loss"], top["mtu"])
-            if top["local_mtu"]:
-                why += ", local interface MTU %d" % top["local_mtu"]
-            failing.append("%s: %s (largest passing MTU %s, %s)"
-                           % (path["fabric"], path["peer"], path["largest_mtu"], why))
-    module.exit_json(changed=False, paths=paths, summary=summarise(paths), failing=failing)
+    module_main(PathCheck)
 
 
 if __name__ == "__main__":
