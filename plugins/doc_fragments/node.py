@@ -4,8 +4,6 @@
 
 from __future__ import absolute_import, division, print_function
 
-__metaclass__ = type
-
 
 class ModuleDocFragment(object):
     """What every module of this collection that reads or changes the node shares."""
@@ -23,6 +21,7 @@ options:
 
     # The node lock, for the modules that change the node (capability runner).
     LOCK = r"""
+options: {}
 notes:
   - Holds the node lock (C(/run/aiinfra-datapath.lock) below O(root)) from the first read to the
     last change, in check mode as in a real run, so that two runs of the collection on one node

@@ -54,32 +54,42 @@ def _quantity(value: Any, host: str) -> str:
     return text
 
 
+def _first(hv: Any, *names: str) -> Any:
+    """The first of ``names`` set on the host (the current variable name, then its old one)."""
+    for name in names:
+        value = _get(hv, name)
+        if value is not None:
+            return value
+    return None
+
+
 def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str) -> dict[str, Any] | None:
-    plan = _get(hv, "k8s_node_manifests_plan") or _get(hv, "datapath_plan")
+    plan = _first(hv, "k8s_manifests_plan", "k8s_node_manifests_plan") or _get(hv, "datapath_plan")
     if plan is None:
         raise AnsibleFilterError(
             f"local_volume_manifests: {host} has no datapath_plan (compute it with aiinfra.datapath.node_plan)")
-    storage = _get(plan, "storage")
+    storage = _get(plan, "nvme_layout")
     if not storage:
         return None
-    k8s = _get(plan, "k8s", {})
+    k8s = _get(plan, "nfd_labels", {})
     node = {
         "host": host,
-        "node_name": str(_get(hv, "k8s_node_name", host)),
+        "node_name": str(_first(hv, "k8s_manifests_node_name", "k8s_node_name") or host),
         "class": str(_get(k8s, "local_volume_class", default_class)),
         "path": str(storage["mount"]["path"]).rstrip("/"),
         "fstype": str(_get(_get(storage, "filesystem", {}), "type", "xfs")),
         "capacity": None,
     }
     if "pv" in kinds:
-        capacity = _get(hv, "k8s_node_pv_capacity")
+        capacity = _first(hv, "k8s_manifests_pv_capacity", "k8s_node_pv_capacity")
         if capacity is None:
-            capacity = _get(_get(_get(hv, "k8s_node_result", {}), "cache", {}), "size_bytes")
+            result = _first(hv, "nfd_labels_result", "k8s_node_result") or {}
+            capacity = _get(_get(result, "cache", {}), "size_bytes")
         if capacity is None:
             raise AnsibleFilterError(
                 f"local_volume_manifests: the capacity of {host}'s cache at {node['path']} is unknown: run the "
-                "aiinfra.datapath.k8s_node role on it first (it measures the mounted filesystem) or set "
-                "k8s_node_pv_capacity for it (e.g. 3500Gi)")
+                "aiinfra.datapath.nfd_labels role on it first (it measures the mounted filesystem) or set "
+                "k8s_manifests_pv_capacity for it (e.g. 3500Gi)")
         node["capacity"] = _quantity(capacity, host)
     return node
 
@@ -129,7 +139,7 @@ def local_volume_manifests(hosts: Any, hostvars: Any, kinds: Any = ("storageclas
             if name in seen:
                 raise AnsibleFilterError(
                     f"local_volume_manifests: {node['host']} and {seen[name]} give the same PersistentVolume "
-                    f"name {name}; set distinct k8s_node_name values")
+                    f"name {name}; set distinct k8s_manifests_node_name values")
             seen[name] = node["host"]
             out.append(_entry("PersistentVolume", name, {
                 "apiVersion": "v1",

@@ -141,7 +141,7 @@ def path_report(hostvars: Any, hosts: Any, result_var: str = "verify_result") ->
 def _policies_of(hv: Any, default: Any) -> list[Any]:
     """The host's own plan policies when its plan is a host variable/fact, else ``default``."""
     plan = _get(hv, "datapath_plan", {})
-    policies = _get(_get(plan, "firmware", {}), "policies")
+    policies = _get(_get(plan, "nic_firmware", {}), "policies")
     return list(policies if policies is not None else (default or []))
 
 
@@ -150,7 +150,7 @@ def firmware_violations(hostvars: Any, hosts: Any, result_var: str = "nic_firmwa
     """Every noncompliant NIC of every host, plus the NICs of unknown status that a policy
     demands (a policy names their driver) or all unknown ones with ``fail_on_unknown``.
 
-    The policies of a host are its ``datapath_plan.firmware.policies`` host variable when set,
+    The policies of a host are its ``datapath_plan.nic_firmware.policies`` host variable when set,
     else ``policies`` (registered results do not carry the module arguments)."""
     found: list[dict[str, Any]] = []
     for host in [str(h) for h in (hosts or [])]:

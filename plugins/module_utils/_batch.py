@@ -21,6 +21,7 @@ __metaclass__ = type
 import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import UnsupportedError
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, run
 from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import KernelCmdline
@@ -44,10 +45,13 @@ def run_call(runner, name, args, check_mode=False, diff=False):
     cls = BACKENDS[name]
     checked = ArgumentSpecValidator(**cls.module_spec()).validate(args or {})
     if checked.error_messages:
-        return dict(failed=True, changed=False, msg="%s: %s" % (name, "; ".join(checked.error_messages)))
+        # worded as AnsibleModule words them when the module runs alone
+        messages = ["Unsupported parameters: %s" % error if isinstance(error, UnsupportedError) else "%s" % error
+                    for error in checked.errors]
+        return dict(failed=True, changed=False, msg="%s: %s" % (name, "; ".join(messages)))
     params = checked.validated_parameters
     try:
-        node = Node(runner, params.get("root") or "/", check_mode, diff)
+        node = Node(runner, cls.node_root(params), check_mode, diff)
     except CapabilityError as exc:
         return dict(failed=True, changed=False, msg="%s: %s" % (name, exc.msg))
     return run(cls, params, node)

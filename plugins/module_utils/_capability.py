@@ -172,6 +172,11 @@ class Capability(object):
         """``AnsibleModule`` / ``ArgumentSpecValidator`` keyword arguments."""
         return dict(argument_spec=cls.argument_spec())
 
+    @classmethod
+    def node_root(cls, params):
+        """The node's filesystem root from ``params``: the ``root`` option where the spec has one."""
+        return (params.get("root") or "/") if "root" in cls.argument_spec() else "/"
+
     def __init__(self, params, node):
         self.params = params
         self.node = node
@@ -249,7 +254,7 @@ def module_main(cls):
 
     module = AnsibleModule(supports_check_mode=True, **cls.module_spec())
     try:
-        node = Node(Runner(module), module.params.get("root") or "/", module.check_mode, module._diff)
+        node = Node(Runner(module), cls.node_root(module.params), module.check_mode, module._diff)
     except CapabilityError as exc:
         module.fail_json(msg=exc.msg)
     result = run(cls, module.params, node)

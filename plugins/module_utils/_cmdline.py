@@ -1,11 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.datapath contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Kernel command line backend (stdlib only).
+"""Kernel command line capability (stdlib only).
 
-Boot loaders differ in data, not in flow: each backend class names the paths and tools
-that reveal it, how it persists arguments, how it regenerates its configuration and how
-the distribution signals a pending reboot.
+Boot loaders differ in data, not in flow: each boot loader class names the paths and tools
+that reveal it, how it persists arguments (its actions: the drop-in file, the commands that
+regenerate the configuration) and how the distribution signals a pending reboot.
+``KernelCmdline`` compares the wanted arguments with the running kernel's, plans the boot
+loader's actions and the reboot flag, and does them: every action is data (a file, a command
+argv, the flag).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,10 +16,17 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import os
 import re
 import shlex
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
+    ROOT_OPTION,
+    Action,
+    Capability,
+    apply_file,
+    file_action,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
 
 DEFAULT_DROP_IN = "/etc/default/grub.d/90-aiinfra-datapath.cfg"
@@ -25,15 +35,13 @@ DROP_IN_HEADER = (
     "# Managed by aiinfra.datapath.kernel_cmdline; changes here are overwritten.\n"
     "# Sourced after /etc/default/grub; appends the node plan's kernel arguments.\n"
 )
+GRUBBY_DIFF = "grubby default kernel args"
 # The drop-in is sourced by sh: an argument must not be able to leave its quotes.
 SAFE_ARG = re.compile(r"^[A-Za-z0-9_.,:=+/@%-][A-Za-z0-9_.,:=+/@%~^-]*$")
 
 
-class CmdlineError(Exception):
-    def __init__(self, msg, **result):
-        Exception.__init__(self, msg)
-        self.msg = msg
-        self.result = result
+class CmdlineError(CapabilityError):
+    """Kernel arguments or a boot loader state this module cannot work with."""
 
 
 def split_cmdline(text):
@@ -65,7 +73,7 @@ def is_subsequence(wanted, tokens):
     return True
 
 
-def validate(args, remove):
+def check_args(args, remove):
     problems = []
     for field, values in (("args", args), ("remove", remove)):
         for index, arg in enumerate(values):
@@ -90,8 +98,15 @@ def grub_assignments(text):
     return tokens
 
 
+def command_action(runner, argv, reboot, target=None, before=None, after=None, diff=False):
+    """Run ``argv`` (its tool resolved in PATH when applied); the text is ``run <argv>``."""
+    words = " ".join(argv)
+    return Action("command", target or words, "run " + words, before=before, after=after,
+                  reboot=reboot, diff=diff, argv=[runner.which(argv[0]) or argv[0]] + list(argv[1:]))
+
+
 class Bootloader(object):
-    """No boot loader this module can manage (container, lab node)."""
+    """No boot loader this module can manage (container, lab node): nothing to persist."""
 
     name = "none"
     detect_paths = ()
@@ -100,15 +115,15 @@ class Bootloader(object):
     reboot_flag = None
     persists = False
 
-    def __init__(self, host, runner, params):
-        self.host = host
+    def __init__(self, root, runner, params):
+        self.root = root
         self.runner = runner
         self.params = params
         self.tool = None
 
     @classmethod
-    def detect(cls, host, runner):
-        if not any(host.exists(path) for path in cls.detect_paths):
+    def detect(cls, root, runner):
+        if not any(root.exists(path) for path in cls.detect_paths):
             return None
         for tool in cls.tools:
             if runner.which(tool):
@@ -123,18 +138,16 @@ class Bootloader(object):
                 return path
         return None
 
-    # read / plan / apply with nothing to do
     def read(self):
-        self.before = None
+        return {}
 
-    def plan(self, args, remove):
+    def plan(self, state, args, remove):
+        """The actions that persist ``args`` and drop ``remove`` (none here)."""
         return []
 
-    def apply(self, plan):
-        pass
-
-    def diff(self):
-        return None
+    def not_removable(self, state, remove):
+        """``token (in file)`` for each argument to remove that a file we do not own sets."""
+        return []
 
 
 class GrubDropIn(Bootloader):
@@ -149,58 +162,35 @@ class GrubDropIn(Bootloader):
     persists = True
 
     def read(self):
-        self.before = self.host.read_raw(self.params["drop_in"])
         foreign = []
         sources = ["/etc/default/grub"] + [
-            "/etc/default/grub.d/" + name for name in self.host.listdir("/etc/default/grub.d")
+            "/etc/default/grub.d/" + name for name in self.root.listdir("/etc/default/grub.d")
             if name.endswith(".cfg")]
         for path in sources:
             if path == self.params["drop_in"]:
                 continue
-            for token in grub_assignments(self.host.read_raw(path)):
+            for token in grub_assignments(self.root.read_raw(path)):
                 foreign.append((path, token))
-        self.foreign = foreign
+        return {"file": self.root.read_raw(self.params["drop_in"]), "foreign": foreign}
 
     def render(self, args):
         if not args:
             return None
         return DROP_IN_HEADER + 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX %s"\n' % " ".join(args)
 
-    def plan(self, args, remove):
-        self.after = self.render(args)
-        self.not_removable = sorted(set(
-            "%s (in %s)" % (token, path) for path, token in self.foreign
-            for spec in remove if matches(spec, token)))
-        actions = []
-        if self.after != self.before:
-            verb = "remove" if self.after is None else "write"
-            actions.append("%s %s" % (verb, self.params["drop_in"]))
-            if self.params["update_bootloader"] and self.regenerates:
-                argv = self.update_argv.get(self.tool or "", [])
-                if argv:
-                    actions.append("run " + " ".join(argv))
+    def not_removable(self, state, remove):
+        return sorted(set("%s (in %s)" % (token, path) for path, token in state["foreign"]
+                          for spec in remove if matches(spec, token)))
+
+    def plan(self, state, args, remove):
+        after = self.render(args)
+        if after == state["file"]:
+            return []
+        actions = [file_action(self.params["drop_in"], state["file"], after, mode=0o644, reboot=self.persists)]
+        argv = self.update_argv.get(self.tool or "")
+        if self.params["update_bootloader"] and argv:
+            actions.append(command_action(self.runner, argv, reboot=True))
         return actions
-
-    @property
-    def regenerates(self):
-        return self.tool is not None
-
-    def apply(self, plan):
-        if self.after == self.before:
-            return
-        path = self.host.path(self.params["drop_in"])
-        if self.after is None:
-            os.unlink(path)
-        else:
-            atomic_write(path, self.after, mode=0o644)
-        if self.params["update_bootloader"] and self.regenerates:
-            argv = list(self.update_argv[self.tool])
-            argv[0] = self.runner.which(self.tool) or argv[0]
-            self.runner.run(argv, record=True)
-
-    def diff(self):
-        return dict(before_header=self.params["drop_in"], after_header=self.params["drop_in"],
-                    before=self.before or "", after=self.after or "")
 
 
 class DropInOnly(GrubDropIn):
@@ -208,12 +198,9 @@ class DropInOnly(GrubDropIn):
 
     name = "none"
     tools = ()
+    update_argv = {}
     reboot_flag = None
     persists = False
-
-    @property
-    def regenerates(self):
-        return False
 
 
 class Grubby(Bootloader):
@@ -225,23 +212,20 @@ class Grubby(Bootloader):
     persists = True
 
     def read(self):
-        raw = self.host.read_raw(STATE_FILE)
+        raw = self.root.read_raw(STATE_FILE)
         try:
-            self.state = json.loads(raw) if raw else {}
+            saved = json.loads(raw) if raw else {}
         except ValueError:
             raise CmdlineError("%s is not valid JSON; fix or remove it" % STATE_FILE)
-        # only what this module added itself may be removed again
-        self.added_before = list(self.state.get("added") or [])
         _rc, out, _err = self.runner.run([self.runner.which("grubby") or "grubby", "--info=DEFAULT"])
         args = ""
         for line in out.splitlines():
             match = re.match(r'^args="?(.*?)"?$', line.strip())
             if match:
                 args = match.group(1)
-        self.current = split_cmdline(args)
-        self.before = " ".join(self.current)
+        return {"file": raw, "saved": saved, "current": split_cmdline(args)}
 
-    def plan(self, args, remove):
+    def plan(self, state, args, remove):
         names = [arg_name(arg) for arg in args]
         repeated = sorted(set(name for name in names if names.count(name) > 1))
         if repeated:
@@ -249,64 +233,126 @@ class Grubby(Bootloader):
                 "grubby keeps one value per argument name and would collapse repeated %s; "
                 "persist the second page size with the hugepages module's boot_unit instead"
                 % ", ".join(repeated))
-        self.to_remove = []
-        for arg in self.added_before:
-            if arg not in args and arg in self.current:
-                self.to_remove.append(arg)
+        current = state["current"]
+        # only what this module added itself may be removed again
+        added_before = list(state["saved"].get("added") or [])
+        to_remove = []
+        for arg in added_before:
+            if arg not in args and arg in current:
+                to_remove.append(arg)
         for spec in remove:
-            for token in self.current:
-                if matches(spec, token) and token not in self.to_remove:
-                    self.to_remove.append(token)
-        self.to_add = [arg for arg in args if arg not in self.current]
-        added = [arg for arg in args if arg in self.to_add or arg in self.added_before]
-        self.state_after = {"args": list(args), "added": added}
-        self.after = " ".join([t for t in self.current if t not in self.to_remove] + self.to_add)
+            for token in current:
+                if matches(spec, token) and token not in to_remove:
+                    to_remove.append(token)
+        to_add = [arg for arg in args if arg not in current]
         actions = []
-        if self.to_remove:
-            actions.append("run grubby --update-kernel=ALL --remove-args=%s" % " ".join(self.to_remove))
-        if self.to_add:
-            actions.append("run grubby --update-kernel=ALL --args=%s" % " ".join(self.to_add))
-        if self.state != self.state_after:
-            actions.append("write %s" % STATE_FILE)
+        # each command shows the default entry's arguments before and after it
+        if to_remove:
+            after = [t for t in current if t not in to_remove]
+            actions.append(self._command("--remove-args=%s" % " ".join(to_remove), current, after))
+            current = after
+        if to_add:
+            actions.append(self._command("--args=%s" % " ".join(to_add), current, current + to_add))
+        saved_after = {"args": list(args), "added": [arg for arg in args if arg in to_add or arg in added_before]}
+        if state["saved"] != saved_after:
+            actions.append(file_action(STATE_FILE, state["file"],
+                                       json.dumps(saved_after, indent=2, sort_keys=True) + "\n", mode=0o644))
         return actions
 
-    def apply(self, plan):
-        grubby = self.runner.which("grubby") or "grubby"
-        if self.to_remove:
-            self.runner.run([grubby, "--update-kernel=ALL",
-                             "--remove-args=%s" % " ".join(self.to_remove)], record=True)
-        if self.to_add:
-            self.runner.run([grubby, "--update-kernel=ALL",
-                             "--args=%s" % " ".join(self.to_add)], record=True)
-        if self.state != self.state_after:
-            atomic_write(self.host.path(STATE_FILE),
-                         json.dumps(self.state_after, indent=2, sort_keys=True) + "\n", mode=0o644)
-
-    def diff(self):
-        return dict(before_header="grubby default kernel args", after_header="grubby default kernel args",
-                    before=self.before + "\n", after=self.after + "\n")
+    def _command(self, option, before, after):
+        return command_action(self.runner, ["grubby", "--update-kernel=ALL", option], reboot=True,
+                              target="default kernel args", before=" ".join(before),
+                              after=" ".join(after), diff=GRUBBY_DIFF)
 
 
 BACKENDS = {"grub_d": GrubDropIn, "grubby": Grubby}
 AUTO_ORDER = (GrubDropIn, Grubby)
 
 
-def choose_backend(host, runner, params):
-    """Return (backend instance, reason)."""
+def choose_backend(root, runner, params):
+    """The boot loader of this node (or the one ``params["backend"]`` names)."""
     wanted = params["backend"]
     if wanted == "none":
         cls = DropInOnly if params["when_no_bootloader"] == "write_drop_in" else Bootloader
-        return cls(host, runner, params)
+        return cls(root, runner, params)
     if wanted in BACKENDS:
-        backend = BACKENDS[wanted](host, runner, params)
+        backend = BACKENDS[wanted](root, runner, params)
         if not backend.find_tool() and (wanted == "grubby" or params["update_bootloader"]):
             raise CmdlineError("backend %s needs %s on this node, none found in PATH"
                                % (wanted, " or ".join(backend.tools)))
         return backend
     for cls in AUTO_ORDER:
-        if cls.detect(host, runner):
-            backend = cls(host, runner, params)
+        if cls.detect(root, runner):
+            backend = cls(root, runner, params)
             backend.find_tool()
             return backend
     cls = DropInOnly if params["when_no_bootloader"] == "write_drop_in" else Bootloader
-    return cls(host, runner, params)
+    return cls(root, runner, params)
+
+
+class KernelCmdline(Capability):
+    """Wanted and removed kernel arguments against the boot loader and the running kernel."""
+
+    name = "kernel_cmdline"
+
+    @classmethod
+    def argument_spec(cls):
+        spec = dict(
+            args=dict(type="list", elements="str", default=[]),
+            remove=dict(type="list", elements="str", default=[]),
+            backend=dict(type="str", choices=["auto", "grub_d", "grubby", "none"], default="auto"),
+            drop_in=dict(type="path", default=DEFAULT_DROP_IN),
+            update_bootloader=dict(type="bool", default=True),
+            when_no_bootloader=dict(type="str", choices=["skip", "write_drop_in"], default="skip"),
+        )
+        spec.update(ROOT_OPTION)
+        return spec
+
+    def validate(self):
+        self.args = [str(a) for a in self.params["args"]]
+        self.remove = [str(r) for r in self.params["remove"]]
+        check_args(self.args, self.remove)
+
+    def read(self):
+        self.backend = choose_backend(self.root, self.runner, self.params)
+        flag = self.backend.reboot_flag
+        return {"boot": self.backend.read(),
+                "running": split_cmdline(self.root.read("/proc/cmdline", default="")),
+                "flag_exists": bool(flag) and self.root.exists(flag)}
+
+    def plan(self, state):
+        backend = self.backend
+        actions = backend.plan(state["boot"], self.args, self.remove)
+        running = state["running"]
+        args = self.args
+        self.missing = [] if is_subsequence(args, running) else [a for a in args if a not in running] or list(args)
+        self.still_present = [t for t in running if any(matches(spec, t) for spec in self.remove)]
+        self.not_removable = backend.not_removable(state["boot"], self.remove)
+        foreign_tokens = set(text.split(" (in ", 1)[0] for text in self.not_removable)
+        self.reboot_required = backend.persists and bool(
+            self.missing or [t for t in self.still_present if t not in foreign_tokens])
+        for text in self.not_removable:
+            self.warn("cannot remove %s: that file is not managed by this module" % text)
+        if not backend.persists and (self.missing or self.still_present):
+            self.warn("no boot loader managed here (bootloader: none): the running kernel lacks %s"
+                      % " ".join(self.missing + ["-" + t for t in self.still_present]))
+        if self.params["backend"] == "grub_d" and not self.params["update_bootloader"] and actions:
+            self.warn("update_bootloader is false: run update-grub before the next boot")
+        flag = backend.reboot_flag
+        if self.reboot_required and flag and not state["flag_exists"]:
+            actions.append(Action("flag", flag, "touch %s" % flag, after="", diff=False))
+        return actions
+
+    def apply(self, state, actions):
+        for action in actions:
+            if action.kind == "file":
+                apply_file(self.root, action)
+            elif action.kind == "command":
+                self.runner.run(list(action.data["argv"]), record=True)
+            elif action.kind == "flag":
+                atomic_write(self.root.path(action.target), "", mode=0o644)
+
+    def result(self, state, actions):
+        return dict(bootloader=self.backend.name, args=self.args, proc_cmdline=state["running"],
+                    missing=self.missing, still_present=self.still_present,
+                    not_removable=self.not_removable, reboot_required=self.reboot_required)

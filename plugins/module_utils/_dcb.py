@@ -20,6 +20,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
 NPRIO = 8
 
 # DSCP names dcb prints without -N (iproute2 rt_dsfield names): CSx = 8x, AFxy = 8x + 2y, EF = 46.
@@ -36,8 +38,8 @@ UNSUPPORTED_MARKERS = ("Operation not supported", "not supported")
 TRUST_ORDER = {"dscp": ["dscp", "pcp"], "pcp": ["pcp"]}
 
 
-class DcbError(Exception):
-    pass
+class DcbError(CapabilityError):
+    """dcb output that cannot be parsed, or a query that failed."""
 
 
 def dscp_value(token):
@@ -148,10 +150,15 @@ class DcbBackend(object):
     """Read and set PFC, APP (DSCP), ETS and trust with iproute2 ``dcb``."""
 
     name = "dcb"
+    SETTINGS = {"apptrust": "trust", "pfc": "pfc", "app": "dscp2prio", "ets": "ets"}
 
     def __init__(self, runner, binary="dcb"):
         self.runner = runner
         self.dcb = binary
+
+    def setting(self, argv):
+        """The managed setting (trust, pfc, dscp2prio, ets) an argv of ``commands`` sets."""
+        return self.SETTINGS[argv[1]]
 
     def _show(self, obj, dev):
         rc, out, err = self.runner.run([self.dcb, "-j", obj, "show", "dev", dev], check=False)

@@ -8,9 +8,10 @@
 * ``atomic_write`` writes a file so that a reader (or a crash) sees either the old or the
   new content, never a truncated file: temp file in the same directory, fsync, rename,
   fsync of the directory.
-* ``node_lock`` serialises concurrent runs of the collection on one node. A module holds it
-  around its whole read -> plan -> apply -> persist (``no_lock`` stands in for it in check
-  mode), at ``/run/aiinfra-datapath.lock`` below the module's ``root``.
+* ``node_lock`` serialises concurrent runs of the collection on one node. The capability
+  runner (``_capability.run``) holds it around a capability's whole read -> plan -> apply, in
+  check mode too, at ``/run/aiinfra-datapath.lock`` below the module's ``root``
+  (``no_lock`` stands in for it for read-only capabilities).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -152,21 +153,8 @@ def node_lock(path=DEFAULT_LOCK_PATH, timeout=60.0, poll=0.2):
 
 @contextmanager
 def no_lock():
-    """Stand-in for ``node_lock`` where a run takes no lock (check mode: it changes nothing)."""
+    """Stand-in for ``node_lock`` where a run takes no lock (a read-only capability)."""
     yield
-
-
-def lock_path(host):
-    """The node lock of ``host``: ``/run/aiinfra-datapath.lock`` below its root."""
-    return host.path(DEFAULT_LOCK_PATH)
-
-
-def host_root(module):
-    """``HostRoot`` for the module's ``root`` option; fail_json unless it is an absolute path."""
-    root = module.params.get("root") or "/"
-    if not os.path.isabs(root):
-        module.fail_json(msg="root must be an absolute path, got %r" % root)
-    return HostRoot(root)
 
 
 class LockTimeout(CapabilityError):

@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.datapath contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""HugePages backend (stdlib only): pools per page size and NUMA node, THP, hugetlbfs.
+"""HugePages capability (stdlib only): pools per page size and NUMA node, THP, hugetlbfs.
 
-``HugePageSetup.read()`` reads the pools, THP and mounts; ``plan()`` validates everything
-and returns the actions; ``apply()`` writes the pools and reads them back, because the
-kernel silently allocates fewer pages than asked when memory is fragmented.
+``HugePages.read()`` reads the pools, THP, mounts and managed files; ``plan()`` validates
+everything and returns the actions (in check mode it also reports the one shortfall known
+beforehand: growth beyond ``MemAvailable``); ``apply()`` writes the pools and reads them back,
+because the kernel silently allocates fewer pages than asked when memory is fragmented. The
+texts of the managed files come from ``_hugepages_files``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,11 +19,22 @@ import os
 import pwd
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
-from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
-    find_overrides,
-    render_conf,
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
+    ROOT_OPTION,
+    Action,
+    Capability,
+    apply_file,
+    file_action,
 )
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages_files import (
+    DEFAULT_BOOT_UNIT_FILE,
+    DEFAULT_SYSCTL_FILE,
+    FILE_KEYS,
+    cmdline_args,
+    render_files,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import find_overrides
 
 SIZES_KB = {"2M": 2048, "1G": 1048576}
 POOL_DIR = "/sys/kernel/mm/hugepages/hugepages-%dkB"
@@ -32,20 +45,16 @@ THP_CHOICES = {
     "enabled": ("always", "madvise", "never"),
     "defrag": ("always", "defer", "defer+madvise", "madvise", "never"),
 }
-DEFAULT_SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf"
-DEFAULT_BOOT_UNIT_FILE = "/etc/tmpfiles.d/aiinfra-datapath-hugepages.conf"
-TMPFILES_HEADER = (
-    "# Managed by aiinfra.datapath.hugepages; changes here are overwritten.\n"
-    "# systemd-tmpfiles writes these sysfs values at boot.\n"
-)
-FSTAB_MARK = "# aiinfra.datapath.hugepages"
+# diff sections of the value actions
+POOL_DIFF = "hugepage pools"
+THP_DIFF = "transparent hugepages"
+MOUNT_DIFF = "hugetlbfs mounts"
+PERSISTED_ON_CMDLINE = ("; the pages are persisted on the kernel command line and are allocated "
+                        "at the next boot")
 
 
-class HugePagesError(Exception):
-    def __init__(self, msg, **result):
-        Exception.__init__(self, msg)
-        self.msg = msg
-        self.result = result
+class HugePagesError(CapabilityError):
+    """A HugePages request that cannot be met as asked (nothing changed, or rolled back)."""
 
 
 def size_label(kb):
@@ -160,43 +169,90 @@ def _fmt_nodes(counts):
     return ", ".join("node%s: %s" % (node, counts[node]) for node in sorted(counts, key=int)) or "-"
 
 
-class HugePageSetup(object):
+def page_report(plan, after=None, shortfall=False):
+    """One entry of the ``pages`` result."""
+    return dict(size=plan["size"], requested=plan["requested"], before=plan["before"],
+                after=plan["requested"] if after is None else after,
+                per_node=plan["per_node"] or None, nodes_before=plan["nodes_before"],
+                nodes_after=plan.get("nodes_after", plan["per_node"] or {}),
+                persist=plan["persist"], shortfall=shortfall)
+
+
+def shortfall_message(plan, errors):
+    wanted = _fmt_nodes(plan["per_node"]) if plan["per_node"] else "total"
+    text = ("%s pages: requested %d (%s), allocated %d (%s); before %d (%s)"
+            % (plan["size"], plan["requested"], wanted, plan["allocated"],
+               _fmt_nodes(plan["nodes_after"]), plan["before"], _fmt_nodes(plan["nodes_before"])))
+    if errors:
+        text += "; " + "; ".join(errors)
+    return text
+
+
+def pool_action(path, before, after, node=None):
+    """Write ``after`` pages to one ``nr_hugepages`` file (``node``: a NUMA node's, else the total)."""
+    return Action("pool", path, "write %s: %d -> %d" % (path, before, after), before=before,
+                  after=after, diff=POOL_DIFF, node=node)
+
+
+class HugePages(Capability):
     """Everything the ``hugepages`` module manages on one node."""
 
-    def __init__(self, host, runner, params):
-        self.host = host
-        self.runner = runner
-        self.params = params
-        self.warnings = []
-        self.actions = []
-        self.pools = {}
-        self.reboot_required = False
+    name = "hugepages"
+
+    @classmethod
+    def argument_spec(cls):
+        spec = dict(
+            pages=dict(type="list", elements="dict", default=[], options=dict(
+                size=dict(type="str", required=True, choices=["2M", "1G"]),
+                count=dict(type="int", required=True),
+                per_node=dict(type="dict"),
+                persist=dict(type="str", default="sysctl",
+                             choices=["sysctl", "cmdline", "boot_unit", "none"]),
+            )),
+            on_shortfall=dict(type="str", choices=["fail", "warn"], default="fail"),
+            thp=dict(type="dict", options=dict(
+                # choices are checked in plan(): a null from the plan means "leave alone"
+                enabled=dict(type="str"),
+                defrag=dict(type="str"),
+            )),
+            mounts=dict(type="list", elements="dict", default=[], options=dict(
+                size=dict(type="str", required=True, choices=["2M", "1G"]),
+                path=dict(type="path", required=True),
+                owner=dict(type="str", default="root"),
+                group=dict(type="str", default="root"),
+                mode=dict(type="str", default="0755"),
+            )),
+            sysctl_file=dict(type="path", default=DEFAULT_SYSCTL_FILE),
+            boot_unit_file=dict(type="path", default=DEFAULT_BOOT_UNIT_FILE),
+            fstab=dict(type="path", default="/etc/fstab"),
+        )
+        spec.update(ROOT_OPTION)
+        return spec
 
     # -- read -------------------------------------------------------------------------
     def read(self):
-        self.meminfo = parse_meminfo(self.host.read_raw("/proc/meminfo"))
-        self.default_kb = self.meminfo.get("Hugepagesize")
+        meminfo = parse_meminfo(self.root.read_raw("/proc/meminfo"))
+        pools = {}
         for label, kb in SIZES_KB.items():
-            self.pools[label] = Pool(self.host, kb)
-            if self.pools[label].supported:
-                self.pools[label].read()
-        self.thp = {}
+            pools[label] = Pool(self.root, kb)
+            if pools[label].supported:
+                pools[label].read()
+        thp = {}
         for name in THP_CHOICES:
-            text = self.host.read(THP_DIR + "/" + name)
+            text = self.root.read(THP_DIR + "/" + name)
             if text is None:
                 continue
             match = re.search(r"\[([^\]]+)\]", text)
-            self.thp[name] = {
+            thp[name] = {
                 "current": match.group(1) if match else text.strip(),
                 "available": [word.strip("[]") for word in text.split()],
             }
-        self.mounts = parse_mounts(self.host.read_raw("/proc/mounts"))
-        self.files_before = {}
-        for key in ("sysctl_file", "boot_unit_file", "fstab"):
-            self.files_before[key] = self.host.read_raw(self.params[key])
+        return dict(meminfo=meminfo, default_kb=meminfo.get("Hugepagesize"), pools=pools, thp=thp,
+                    mounts=parse_mounts(self.root.read_raw("/proc/mounts")),
+                    files=dict((key, self.root.read_raw(self.params[key])) for key in FILE_KEYS))
 
     # -- validate and plan ------------------------------------------------------------
-    def plan(self):
+    def plan(self, state):
         problems = []
         self.page_plans = []
         seen = set()
@@ -206,17 +262,27 @@ class HugePageSetup(object):
                 problems.append("%s: size given twice" % where)
                 continue
             seen.add(page["size"])
-            pool = self.pools[page["size"]]
-            plan = self._plan_page(where, page, pool, problems)
+            plan = self._plan_page(state, where, page, state["pools"][page["size"]], problems)
             if plan is not None:
                 self.page_plans.append(plan)
-        self.thp_plan = self._plan_thp(problems)
-        self.mount_plans = self._plan_mounts(problems)
+        self.thp_plan = self._plan_thp(state, problems)
+        self.mount_plans = self._plan_mounts(state, problems)
         if problems:
             raise HugePagesError("nothing was changed: " + "; ".join(problems), problems=problems)
-        self.files_after = self._render_files()
+        files, values = render_files(self.page_plans, self.thp_plan, self.mount_plans, state["files"], THP_DIR)
+        self.cmdline_args = cmdline_args(self.page_plans)
+        self.overrides = find_overrides(self.root, self.params["sysctl_file"], values) if values else []
+        for item in self.overrides:
+            self.warn("vm.nr_hugepages: %s (%s) sets %r; the boot value will not be %r"
+                      % (item["file"], item["reason"], item["value"], item["wanted"]))
+        self.reports = [page_report(plan) for plan in self.page_plans]
+        self.reboot_required = any(p["persist"] == "cmdline" and "not_attempted" in p for p in self.page_plans)
+        actions = self._actions(state, files)
+        if self.check_mode:
+            self._predict_shortfalls()
+        return actions
 
-    def _plan_page(self, where, page, pool, problems):
+    def _plan_page(self, state, where, page, pool, problems):
         if page["count"] < 0:
             problems.append("%s: count must be >= 0, got %d" % (where, page["count"]))
             return None
@@ -228,11 +294,12 @@ class HugePageSetup(object):
         persist = page["persist"]
         plan = {"size": page["size"], "kb": pool.kb, "persist": persist,
                 "requested": page["count"], "before": pool.nr, "per_node": None,
-                "nodes_before": pool.node_counts(), "writes": []}
-        if persist == "sysctl" and pool.kb != self.default_kb:
+                "nodes_before": pool.node_counts(), "writes": [], "total_path": pool.total_path,
+                "node_paths": dict((node, pool.node_path(node)) for node in pool.nodes)}
+        if persist == "sysctl" and pool.kb != state["default_kb"]:
             problems.append("%s: persist sysctl (vm.nr_hugepages) only covers the default page "
                             "size (%s); use cmdline or boot_unit"
-                            % (where, size_label(self.default_kb or 0)))
+                            % (where, size_label(state["default_kb"] or 0)))
         if per_node:
             targets = {}
             for node, count in per_node.items():
@@ -265,7 +332,7 @@ class HugePageSetup(object):
                         "(nr_hugepages %d, free %d); stop the workloads using them first"
                         % (where, node, targets[node], in_use, have["nr"], have["free"]))
                 if targets[node] != have["nr"]:
-                    plan["writes"].append((pool.node_path(node), have["nr"], targets[node]))
+                    plan["writes"].append(pool_action(pool.node_path(node), have["nr"], targets[node], node))
             growth = sum(max(0, targets[n] - pool.nodes[n]["nr"]) for n in targets)
         else:
             if page["count"] < pool.in_use:
@@ -274,19 +341,19 @@ class HugePageSetup(object):
                     "(HugePages total %d, free %d, reserved %d); stop the workloads using them "
                     "first" % (where, page["count"], pool.in_use, pool.nr, pool.free, pool.resv))
             if page["count"] != pool.nr:
-                plan["writes"].append((pool.total_path, pool.nr, page["count"]))
+                plan["writes"].append(pool_action(pool.total_path, pool.nr, page["count"]))
             growth = max(0, page["count"] - pool.nr)
-        available_kb = self.meminfo.get("MemAvailable")
+        available_kb = state["meminfo"].get("MemAvailable")
         plan["fits"] = available_kb is None or growth * pool.kb <= available_kb
         if not plan["fits"]:
             # asking the kernel anyway would take every free page of the node for a while
             plan["not_attempted"] = (
                 "not attempted: %d more %s pages need %d MiB, MemAvailable is %d MiB"
                 % (growth, page["size"], growth * pool.kb // 1024, available_kb // 1024))
-            plan["writes"] = [w for w in plan["writes"] if w[2] <= w[1]]
+            plan["writes"] = [w for w in plan["writes"] if w.after <= w.before]
         return plan
 
-    def _plan_thp(self, problems):
+    def _plan_thp(self, state, problems):
         wanted = self.params.get("thp") or {}
         plan = {}
         for name in sorted(THP_CHOICES):
@@ -296,18 +363,18 @@ class HugePageSetup(object):
             if value not in THP_CHOICES[name]:
                 problems.append("thp.%s: %r is not one of %s" % (name, value, ", ".join(THP_CHOICES[name])))
                 continue
-            if name not in self.thp:
+            if name not in state["thp"]:
                 problems.append("thp.%s: %s/%s does not exist on this kernel"
                                 % (name, THP_DIR, name))
                 continue
-            if value not in self.thp[name]["available"]:
+            if value not in state["thp"][name]["available"]:
                 problems.append("thp.%s: %r is not offered by this kernel (offers: %s)"
-                                % (name, value, ", ".join(self.thp[name]["available"])))
+                                % (name, value, ", ".join(state["thp"][name]["available"])))
                 continue
-            plan[name] = {"before": self.thp[name]["current"], "after": value}
+            plan[name] = {"before": state["thp"][name]["current"], "after": value}
         return plan
 
-    def _plan_mounts(self, problems):
+    def _plan_mounts(self, state, problems):
         plans = []
         for index, mount in enumerate(self.params.get("mounts") or []):
             where = "mounts[%d] (%s)" % (index, mount["path"])
@@ -315,7 +382,7 @@ class HugePageSetup(object):
             if not mount["path"].startswith("/"):
                 problems.append("%s: path must be absolute" % where)
                 continue
-            if not self.pools[mount["size"]].supported:
+            if not state["pools"][mount["size"]].supported:
                 problems.append("%s: this kernel offers no %s pages" % (where, mount["size"]))
                 continue
             uid = resolve_id(mount["owner"], "owner")
@@ -335,15 +402,15 @@ class HugePageSetup(object):
             options = "pagesize=%s,uid=%d,gid=%d,mode=%04o" % (mount["size"], uid, gid, mode)
             plan = {"path": mount["path"], "size": mount["size"], "options": options,
                     "uid": uid, "gid": gid, "mode": mode, "mount": False, "fix_owner": False}
-            current = self.mounts.get(mount["path"])
-            real = self.host.path(mount["path"])
+            current = state["mounts"].get(mount["path"])
+            real = self.root.path(mount["path"])
             if current is not None:
                 if current["fstype"] != "hugetlbfs":
                     problems.append("%s: %s is mounted there; refusing to mount over it"
                                     % (where, current["fstype"]))
                     continue
                 size = [o.split("=", 1)[1] for o in current["options"] if o.startswith("pagesize=")]
-                have_kb = parse_pagesize(size[0]) if size else self.default_kb
+                have_kb = parse_pagesize(size[0]) if size else state["default_kb"]
                 if have_kb != kb:
                     problems.append("%s: mounted with pagesize %s, wanted %s; unmount it first "
                                     "(refusing to unmount a hugetlbfs that may be in use)"
@@ -361,168 +428,145 @@ class HugePageSetup(object):
             plans.append(plan)
         return plans
 
-    def _render_files(self):
-        files = {}
-        sysctl_values = {}
-        tmpfiles = []
-        cmdline = []
-        for plan in self.page_plans:
-            if plan["persist"] == "sysctl":
-                sysctl_values["vm.nr_hugepages"] = str(plan["requested"])
-            elif plan["persist"] == "boot_unit":
-                if plan["per_node"]:
-                    for node in sorted(plan["per_node"], key=int):
-                        tmpfiles.append("w %s - - - - %d\n" % (
-                            NODE_POOL_DIR % (node, plan["kb"]) + "/nr_hugepages",
-                            plan["per_node"][node]))
-                else:
-                    tmpfiles.append("w %s/nr_hugepages - - - - %d\n"
-                                    % (POOL_DIR % plan["kb"], plan["requested"]))
-            elif plan["persist"] == "cmdline":
-                cmdline.append("hugepagesz=%s" % plan["size"])
-                if plan["per_node"]:
-                    cmdline.append("hugepages=" + ",".join(
-                        "%s:%d" % (node, plan["per_node"][node])
-                        for node in sorted(plan["per_node"], key=int)))
-                else:
-                    cmdline.append("hugepages=%d" % plan["requested"])
-        for name in sorted(self.thp_plan):
-            tmpfiles.append("w %s/%s - - - - %s\n" % (THP_DIR, name, self.thp_plan[name]["after"]))
-        self.cmdline_args = cmdline
-        files["sysctl_file"] = render_conf(sysctl_values, module="hugepages") \
-            if sysctl_values else None
-        files["boot_unit_file"] = TMPFILES_HEADER + "".join(tmpfiles) if tmpfiles else None
-        files["fstab"] = self._render_fstab()
-        self.sysctl_values = sysctl_values
-        return files
-
-    def _render_fstab(self):
-        before = self.files_before["fstab"]
-        if not self.mount_plans:
-            return before
-        lines = (before or "").splitlines(True)
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n"
-        for plan in self.mount_plans:
-            wanted = "hugetlbfs %s hugetlbfs %s 0 0\n" % (plan["path"], plan["options"])
-            found = False
-            kept = []
-            for line in lines:
-                fields = line.split()
-                if fields and not fields[0].startswith("#") and len(fields) >= 2 \
-                        and fields[1] == plan["path"]:
-                    if not found:
-                        kept.append(wanted)
-                        found = True
-                    continue  # a second entry for the same mount point would fight ours
-                kept.append(line)
-            if not found:
-                kept.append(wanted)
-            lines = kept
-        return "".join(lines)
-
-    # -- report -----------------------------------------------------------------------
-    def planned_actions(self):
+    def _actions(self, state, files):
         actions = []
         for plan in self.page_plans:
-            for path, before, after in plan["writes"]:
-                actions.append("write %s: %d -> %d" % (path, before, after))
+            actions.extend(plan["writes"])
         for name in sorted(self.thp_plan):
             item = self.thp_plan[name]
             if item["before"] != item["after"]:
-                actions.append("write %s/%s: %s -> %s" % (THP_DIR, name, item["before"], item["after"]))
+                path = THP_DIR + "/" + name
+                actions.append(Action("thp", path, "write %s: %s -> %s" % (path, item["before"], item["after"]),
+                                      before=item["before"], after=item["after"], diff=THP_DIFF, name=name))
         for plan in self.mount_plans:
             if plan["mount"]:
-                actions.append("mount -t hugetlbfs -o %s hugetlbfs %s" % (plan["options"], plan["path"]))
+                actions.append(Action("mount", plan["path"], "mount -t hugetlbfs -o %s hugetlbfs %s"
+                                      % (plan["options"], plan["path"]), after=plan["options"],
+                                      diff=MOUNT_DIFF, plan=plan))
             elif plan["fix_owner"]:
-                actions.append("set owner/mode of %s: %s -> %d:%d %04o" % (
-                    plan["path"], plan["owner_before"], plan["uid"], plan["gid"], plan["mode"]))
-        for key in ("sysctl_file", "boot_unit_file", "fstab"):
-            if self.files_after[key] != self.files_before[key]:
-                verb = "remove" if self.files_after[key] is None else "write"
-                actions.append("%s %s" % (verb, self.params[key]))
+                owner = "%d:%d %04o" % (plan["uid"], plan["gid"], plan["mode"])
+                actions.append(Action("owner", plan["path"], "set owner/mode of %s: %s -> %s"
+                                      % (plan["path"], plan["owner_before"], owner),
+                                      before=plan["owner_before"], after=owner, diff=MOUNT_DIFF, plan=plan))
+        for key in FILE_KEYS:
+            if files[key] != state["files"][key]:
+                actions.append(file_action(self.params[key], state["files"][key], files[key], mode=0o644))
         return actions
 
-    def overrides(self):
-        if not self.sysctl_values:
-            return []
-        return find_overrides(self.host, self.params["sysctl_file"], self.sysctl_values)
+    # -- shortfalls -------------------------------------------------------------------
+    def _shortfall(self, plan, errors):
+        """Warn about a shortfall, or return its message when it must fail the run."""
+        message = shortfall_message(plan, errors)
+        if plan["persist"] == "cmdline":
+            self.reboot_required = True
+            self.warn(message + PERSISTED_ON_CMDLINE)
+        elif self.params["on_shortfall"] == "warn":
+            self.warn(message)
+        else:
+            return message
+        return None
+
+    def _predict_shortfalls(self):
+        """Check mode: the one shortfall known beforehand, growth beyond MemAvailable."""
+        reports = []
+        for plan in self.page_plans:
+            if "not_attempted" not in plan:
+                reports.append(page_report(plan))
+                continue
+            plan["allocated"], plan["nodes_after"] = plan["before"], plan["nodes_before"]
+            reports.append(page_report(plan, after=plan["before"], shortfall=True))
+            failure = self._shortfall(plan, [plan["not_attempted"]])
+            if failure:
+                raise HugePagesError("the kernel would allocate fewer HugePages than requested: "
+                                     "%s; nothing was changed" % failure, pages=reports)
+        self.reports = reports
 
     # -- apply ------------------------------------------------------------------------
-    def apply_pools(self):
-        """Write every pool, read back; return the per-size outcome."""
+    def needs_apply(self, state, actions):
+        # a growth that is not attempted still reads the pools back and reports the shortfall
+        return bool(actions) or any("not_attempted" in plan for plan in self.page_plans)
+
+    def apply(self, state, actions):
+        """Pools first (read back; a shortfall fails and rolls back, or warns), then the rest."""
+        done, outcome = self._apply_pools()
+        failures = []
+        self.reports = []
+        for plan, short, errors in outcome:
+            self.reports.append(page_report(plan, after=plan["allocated"], shortfall=short))
+            failure = self._shortfall(plan, errors) if short else None
+            if failure:
+                failures.append(failure)
+        if failures:
+            rollback = self.rollback(done)
+            raise HugePagesError(
+                "the kernel allocated fewer HugePages than requested (memory fragmented or "
+                "too small): %s; pools changed in this run were restored"
+                % "; ".join(failures), pages=self.reports, rollback=rollback)
+        for action in actions:
+            if action.kind == "thp":
+                try:
+                    self.root.write(action.target, action.after + "\n")
+                except (IOError, OSError) as exc:
+                    raise HugePagesError("thp.%s: kernel refused %r (%s)"
+                                         % (action.data["name"], action.after, exc.strerror or exc))
+            elif action.kind in ("mount", "owner"):
+                self._apply_mount(action)
+            elif action.kind == "file":
+                apply_file(self.root, action)
+
+    def _apply_pools(self):
+        """Write every pool, read it back (the pool actions' ``after`` becomes what the kernel
+        holds); return the writes done and the per-size outcome."""
         done = []
         outcome = []
         for plan in self.page_plans:
             errors = [plan["not_attempted"]] if "not_attempted" in plan else []
-            for path, before, after in plan["writes"]:
+            for action in plan["writes"]:
                 try:
-                    self.host.write(path, "%d\n" % after)
-                    done.append((path, before))
+                    self.root.write(action.target, "%d\n" % action.after)
+                    done.append((action.target, action.before))
                 except (IOError, OSError) as exc:
-                    errors.append("%s: %s" % (path, exc.strerror or exc))
-            pool = Pool(self.host, plan["kb"]).read()
+                    errors.append("%s: %s" % (action.target, exc.strerror or exc))
+            pool = Pool(self.root, plan["kb"]).read()
             plan["allocated"] = pool.nr
             plan["nodes_after"] = pool.node_counts()
-            short = self._shortfall(plan, pool)
+            for action in plan["writes"]:
+                node = action.data["node"]
+                action.after = pool.nr if node is None else plan["nodes_after"].get(node, action.after)
+            if plan["per_node"]:
+                short = any(pool.nodes[n]["nr"] < plan["per_node"][n] for n in plan["per_node"])
+            else:
+                short = pool.nr < plan["requested"]
             outcome.append((plan, short, errors))
         return done, outcome
-
-    def _shortfall(self, plan, pool):
-        if plan["per_node"]:
-            return any(pool.nodes[n]["nr"] < plan["per_node"][n] for n in plan["per_node"])
-        return pool.nr < plan["requested"]
 
     def rollback(self, done):
         restored = []
         for path, before in reversed(done):
             try:
-                self.host.write(path, "%d\n" % before)
+                self.root.write(path, "%d\n" % before)
                 restored.append({"path": path, "restored": before, "ok": True})
             except (IOError, OSError) as exc:
                 restored.append({"path": path, "restored": before, "ok": False, "error": str(exc)})
         return restored
 
-    def shortfall_message(self, plan, errors):
-        wanted = _fmt_nodes(plan["per_node"]) if plan["per_node"] else "total"
-        text = ("%s pages: requested %d (%s), allocated %d (%s); before %d (%s)"
-                % (plan["size"], plan["requested"], wanted, plan["allocated"],
-                   _fmt_nodes(plan["nodes_after"]), plan["before"],
-                   _fmt_nodes(plan["nodes_before"])))
-        if errors:
-            text += "; " + "; ".join(errors)
-        return text
+    def _apply_mount(self, action):
+        plan = action.data["plan"]
+        real = self.root.path(plan["path"])
+        if action.kind == "mount":
+            if not os.path.isdir(real):
+                os.makedirs(real, 0o755)
+            self.runner.run([self.runner.which("mount") or "mount", "-t", "hugetlbfs", "-o", plan["options"],
+                             "hugetlbfs", real], record=True)
+        else:
+            os.chown(real, plan["uid"], plan["gid"])
+            os.chmod(real, plan["mode"])
 
-    def apply_thp(self):
-        for name in sorted(self.thp_plan):
-            item = self.thp_plan[name]
-            if item["before"] == item["after"]:
-                continue
-            try:
-                self.host.write(THP_DIR + "/" + name, item["after"] + "\n")
-            except (IOError, OSError) as exc:
-                raise HugePagesError("thp.%s: kernel refused %r (%s)"
-                                     % (name, item["after"], exc.strerror or exc))
-
-    def apply_mounts(self):
-        for plan in self.mount_plans:
-            real = self.host.path(plan["path"])
-            if plan["mount"]:
-                if not os.path.isdir(real):
-                    os.makedirs(real, 0o755)
-                self.runner.run([self.runner.which("mount") or "mount", "-t", "hugetlbfs", "-o", plan["options"],
-                                 "hugetlbfs", real], record=True)
-            elif plan["fix_owner"]:
-                os.chown(real, plan["uid"], plan["gid"])
-                os.chmod(real, plan["mode"])
-
-    def write_files(self):
-        for key in ("sysctl_file", "boot_unit_file", "fstab"):
-            after = self.files_after[key]
-            if after == self.files_before[key]:
-                continue
-            path = self.host.path(self.params[key])
-            if after is None:
-                os.unlink(path)
-            else:
-                atomic_write(path, after, mode=0o644)
+    # -- report -----------------------------------------------------------------------
+    def result(self, state, actions):
+        return dict(
+            pages=self.reports, thp=self.thp_plan, cmdline_args=self.cmdline_args,
+            mounts=[dict(path=m["path"], size=m["size"], options=m["options"]) for m in self.mount_plans],
+            overrides=self.overrides, reboot_required=self.reboot_required,
+            pools_changed=any(action.kind == "pool" for action in actions),
+        )

@@ -15,12 +15,14 @@ __metaclass__ = type
 import json
 import os
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
 SYS_NET = "/sys/class/net"
 ETH_MIN_MTU = 68
 
 
-class LinkError(Exception):
-    pass
+class LinkError(CapabilityError):
+    """The link table cannot be read or parsed."""
 
 
 def parse_link_json(text):

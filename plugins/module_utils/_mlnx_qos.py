@@ -17,6 +17,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
 NPRIO = 8
 
 _TC = re.compile(r"^tc:\s*(\d+)\s+ratelimit:\s*([^,]+),\s*tsa:\s*(\w+)(?:,\s*bw:\s*(\d+)%)?")
@@ -24,8 +26,8 @@ _PRIO_OF_TC = re.compile(r"^priority:\s*(\d+)")
 _DSCP_ROW = re.compile(r"^prio:\s*(\d+)\s+dscp:\s*([\d,\s]*)")
 
 
-class MlnxQosError(Exception):
-    pass
+class MlnxQosError(CapabilityError):
+    """mlnx_qos output that cannot be parsed, a failed query, or argv the tool refuses."""
 
 
 def parse_show(text):
@@ -117,10 +119,15 @@ class MlnxQosBackend(object):
     """Read and set trust, PFC, DSCP->priority and ETS with the vendor tool."""
 
     name = "mlnx_qos"
+    SETTINGS = {"--trust": "trust", "--dscp2prio": "dscp2prio", "--pfc": "pfc", "-p": "ets"}
 
     def __init__(self, runner, binary="mlnx_qos"):
         self.runner = runner
         self.binary = binary
+
+    def setting(self, argv):
+        """The managed setting (trust, pfc, dscp2prio, ets) an argv of ``commands`` sets."""
+        return self.SETTINGS[argv[3]]
 
     def probe(self, dev):
         rc, out, err = self.runner.run(base(self.binary, dev), check=False)

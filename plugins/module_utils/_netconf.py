@@ -4,10 +4,11 @@
 """Persistence of interface MTUs through the node's network configuration backend.
 
 One small class per backend (systemd-networkd, NetworkManager, netplan, ifupdown). Each
-turns a list of targets ``{name, mtu, kind, bus}`` into ``Change`` objects (a file to write
-or a command to run) plus ``notes`` for interfaces it cannot persist. Nothing here changes
-the live link: ``ip link set`` does that; these files take effect at the next boot or
-reconfiguration, never by restarting the network stack from here.
+turns a list of targets ``{name, mtu, kind, bus}`` into actions of the capability contract
+(``file`` actions for files to write, ``command`` actions for ``nmcli``) plus ``notes`` for
+interfaces it cannot persist. Nothing here changes the live link: ``ip link set`` does that;
+these files take effect at the next boot or reconfiguration, never by restarting the network
+stack from here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,27 +20,22 @@ import json
 import os
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
+    Action,
+    apply_file,
+    file_action,
+)
 
 HEADER = "Managed by aiinfra.datapath.link_mtu; changes here are overwritten."
+NM_SECTION = "NetworkManager connections"
 
 
-class Change(object):
-    """A file to (re)write or a command to run; ``before``/``after`` feed the diff."""
-
-    def __init__(self, description, path=None, before=None, after=None, mode=0o644, argv=None):
-        self.description = description
-        self.path = path
-        self.before = before
-        self.after = after
-        self.mode = mode
-        self.argv = argv
-
-    def apply(self, host, runner):
-        if self.argv:
-            runner.run(self.argv, record=True)
-        else:
-            atomic_write(host.path(self.path), self.after, mode=self.mode)
+def apply_change(root, runner, action):
+    """Do one persistence action: write the file below ``root`` or run the command."""
+    if action.kind == "command":
+        runner.run(action.data["argv"], record=True)
+    else:
+        apply_file(root, action)
 
 
 class Backend(object):
@@ -51,14 +47,14 @@ class Backend(object):
         self.runner = runner
 
     def plan(self, targets):
-        """Return (changes, notes) for ``targets`` (list of dicts name/mtu/kind/bus)."""
+        """Return (actions, notes) for ``targets`` (list of dicts name/mtu/kind/bus)."""
         raise NotImplementedError
 
-    def _file_change(self, path, content, mode=0o644, what="write"):
+    def _file_change(self, path, content, mode=0o644):
         before = self.host.read_raw(path)
         if before == content:
             return None
-        return Change("%s %s" % (what, path), path=path, before=before or "", after=content, mode=mode)
+        return file_action(path, before, content, mode=mode)
 
 
 class NetworkdBackend(Backend):
@@ -188,9 +184,8 @@ class NetworkManagerBackend(Backend):
                 continue
             argv = ["nmcli", "-t", "connection", "modify", uuid, prop, str(target["mtu"])]
             what = "nmcli connection modify %s %s %d (%s)" % (uuid, prop, target["mtu"], target["name"])
-            changes.append(Change(what,
-                                  path="nmcli:%s:%s" % (uuid, prop), before="%s=%s\n" % (prop, current),
-                                  after="%s=%d\n" % (prop, target["mtu"]), argv=argv))
+            changes.append(Action("command", "%s %s" % (uuid, prop), what, before=current,
+                                  after=str(target["mtu"]), diff=NM_SECTION, argv=argv))
         return changes, notes
 
 

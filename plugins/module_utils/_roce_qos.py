@@ -1,9 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.datapath contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""RoCE lossless QoS on one node: desired state, sysfs/configfs paths, plan and apply.
+"""The roce_qos capability: RoCE lossless QoS on one node, desired state, paths, plan, apply.
 
-A plan is a list of *steps*, plain data so that the boot-time unit can replay them:
+Each interface's changes are actions of the capability contract: ``command`` actions run
+``dcb`` or ``mlnx_qos`` (one setting each), ``sysfs`` actions write (or, for an rdma_cm group,
+create) a sysfs/configfs node; with ``persist`` come the ``file`` actions of the boot-time
+re-apply (``_roce_qos_boot``) and the ``link`` action that enables its unit. Every interface
+action carries its *step*, plain data that the boot-time unit replays:
 ``{"op": "run", "argv": [...]}``, ``{"op": "write", "path": P, "value": V}`` and
 ``{"op": "mkdir", "path": P}`` (paths are node paths, resolved under ``HostRoot``).
 
@@ -19,27 +23,46 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
+    ROOT_OPTION,
+    Action,
+    Capability,
+    apply_file,
+    file_action,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._dcb import DcbBackend, DcbError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._derived import ROCE_MIN_LINK_MTU, roce_mtu
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
+    describe_match,
+    match_interfaces,
+    parse_match,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._mlnx_qos import MlnxQosBackend, MlnxQosError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos_boot import (
+    APPLY_SCRIPT,
+    APPLY_SCRIPT_TEXT,
+    STATE_FILE,
+    UNIT_FILE,
+    UNIT_LINK,
+    UNIT_TEXT,
+    state_document,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import CommandError
 
 NPRIO = 8
 SYS_NET = "/sys/class/net"
 ROCE_MODES = {"v2": "RoCE v2", "v1": "IB/RoCE v1"}
 TSA_VALUES = ("strict", "ets", "vendor", "cbs")
-ECN_ECT0 = 2  # ECN field 0b10: ECN-capable transport ECT(0)
-
-STATE_FILE = "/etc/aiinfra-datapath/roce_qos.json"
-APPLY_SCRIPT = "/usr/local/libexec/aiinfra-datapath/roce-qos-apply"
-UNIT_FILE = "/etc/systemd/system/aiinfra-roce-qos.service"
-UNIT_LINK = "/etc/systemd/system/multi-user.target.wants/aiinfra-roce-qos.service"
+SETTINGS_SECTION = "RoCE QoS settings"
+SYSFS_SECTION = "sysfs and configfs"
+LINK_SECTION = "systemd unit links"
 
 
-def tos_from_dscp(dscp, ecn=True):
-    """IP ToS byte of RoCE traffic: DSCP in the upper six bits, ECT(0) in the lower two.
-
-    DSCP 26 with ECN gives 106 (26 << 2 = 104, + 2); 104 is the same DSCP without ECT.
-    """
-    return (int(dscp) << 2) | (ECN_ECT0 if ecn else 0)
+class RoceQosError(CapabilityError):
+    """A plan item the node cannot take, a failed read or apply, or a setting the device refused."""
 
 
 def dscp_from_tos(tos):
@@ -172,12 +195,12 @@ class RoceDevice(object):
 
 
 def sysfs_steps(dev, want, notes):
-    """(before, after, steps, full) for ECN, CNP and rdma_cm.
+    """(before, after, actions, full) for ECN, CNP and rdma_cm.
 
-    ``steps`` holds only what differs; ``full`` every step, for the boot-time replay.
+    ``actions`` (``sysfs``) hold only what differs; ``full`` every step, for the boot-time replay.
     """
     host = dev.host
-    before, after, steps, full = {}, {}, [], []
+    before, after, actions, full = {}, {}, [], []
 
     def converge(key, path, value):
         current = host.read(path)
@@ -186,7 +209,7 @@ def sysfs_steps(dev, want, notes):
         step = {"op": "write", "path": path, "value": value}
         full.append(step)
         if current != value:
-            steps.append(step)
+            actions.append(step_action(step, before=current, after=value))
 
     if want.get("ecn") or (want.get("cnp") and any(v is not None for v in want["cnp"].values())):
         if not dev.has_ecn():
@@ -218,7 +241,7 @@ def sysfs_steps(dev, want, notes):
             group = dev.rdma_cm_dir(hca)
             full.append({"op": "mkdir", "path": group})
             if not host.exists(group):
-                steps.append(full[-1])
+                actions.append(step_action(full[-1], after="directory"))
             port_dir = "%s/ports/%s" % (group, port)
             if want.get("roce_mode"):
                 converge("rdma_cm.%s.%s.default_roce_mode" % (hca, port), port_dir + "/default_roce_mode",
@@ -226,7 +249,7 @@ def sysfs_steps(dev, want, notes):
             if want.get("roce_tos") is not None:
                 converge("rdma_cm.%s.%s.default_roce_tos" % (hca, port), port_dir + "/default_roce_tos",
                          str(want["roce_tos"]))
-    return before, after, steps, full
+    return before, after, actions, full
 
 
 _mkdir = os.mkdir  # configfs populates a group on mkdir; tests stand in for the kernel here
@@ -253,13 +276,13 @@ def describe_step(step):
     return "write %s = %s" % (step["path"], step["value"])
 
 
-def iboe_mtu(netdev_mtu):
-    """RoCE path MTU the kernel derives from a netdev MTU (include/rdma/ib_addr.h iboe_get_mtu)."""
-    room = int(netdev_mtu) - 96  # GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4
-    for size in (4096, 2048, 1024, 512, 256):
-        if room >= size:
-            return size
-    return None
+def step_action(step, target=None, before=None, after=None, diff=None):
+    """The action of one step: ``command`` for a run (``target`` the setting), else ``sysfs``."""
+    if step["op"] == "run":
+        return Action("command", target, describe_step(step), before=before, after=after,
+                      diff=SETTINGS_SECTION if diff is None else diff, step=step)
+    return Action("sysfs", step["path"], describe_step(step), before=before, after=after,
+                  diff=(SYSFS_SECTION if step["op"] == "write" else False) if diff is None else diff, step=step)
 
 
 def running_lldpad(host):
@@ -279,68 +302,241 @@ def running_lldpad(host):
     return sorted(pids)
 
 
-# The boot-time re-apply: a small stdlib script replaying the saved steps in order.
-APPLY_SCRIPT_TEXT = r'''#!/usr/bin/env python3
-# Installed by aiinfra.datapath.roce_qos. Re-applies RoCE QoS at boot: the NIC settings
-# (PFC, trust, DSCP map, ETS, ECN, rdma_cm defaults) do not survive a reboot or driver reload.
-# Reads the steps saved by the module and runs them in order; logs to the journal via stderr.
-import json
-import os
-import subprocess
-import sys
-import time
-
-STATE = sys.argv[1] if len(sys.argv) > 1 else "/etc/aiinfra-datapath/roce_qos.json"
+def sysfs_links(host):
+    links = {}
+    for name in host.listdir(SYS_NET):
+        links[name] = {"address": host.read("%s/%s/address" % (SYS_NET, name), "")}
+    return links
 
 
-def main():
-    with open(STATE) as handle:
-        state = json.load(handle)
-    failed = 0
-    for ifname, entry in sorted(state.get("interfaces", {}).items()):
-        deadline = time.time() + 60
-        while not os.path.exists("/sys/class/net/" + ifname) and time.time() < deadline:
-            time.sleep(1)
-        for step in entry.get("steps", []):
-            try:
-                if step["op"] == "run":
-                    subprocess.check_call(step["argv"], stdout=subprocess.DEVNULL)
-                elif step["op"] == "mkdir":
-                    parent = os.path.dirname(step["path"])
-                    if os.path.basename(parent) == "rdma_cm" and not os.path.isdir(parent):
-                        subprocess.call(["modprobe", "rdma_cm"])  # at boot it may not be loaded yet
-                    if not os.path.isdir(step["path"]):
-                        os.mkdir(step["path"])
-                elif step["op"] == "write":
-                    with open(step["path"], "w") as handle:
-                        handle.write(step["value"])
-            except (OSError, subprocess.CalledProcessError) as exc:
-                failed += 1
-                sys.stderr.write("%s: %s failed: %s\n" % (ifname, json.dumps(step), exc))
-    return 1 if failed else 0
+def pick_backend(choice, dev, tools, runner):
+    """(backend object, None) or (None, reason)."""
+    if choice == "auto":
+        if tools.get("mlnx_qos") and dev.has_vendor_qos():
+            choice = "mlnx_qos"
+        elif tools.get("dcb"):
+            choice = "dcb"
+        elif tools.get("mlnx_qos"):
+            choice = "mlnx_qos"
+        else:
+            return None, "neither iproute2 dcb nor mlnx_qos is installed"
+    if not tools.get(choice):
+        return None, "%s is not installed" % choice
+    cls = MlnxQosBackend if choice == "mlnx_qos" else DcbBackend
+    return cls(runner, tools[choice]), None
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-UNIT_TEXT = """# Installed by aiinfra.datapath.roce_qos: re-apply RoCE QoS (runtime-only settings) at boot.
-[Unit]
-Description=Re-apply RoCE lossless QoS (aiinfra.datapath)
-After=systemd-udev-settle.service network-pre.target
-Wants=network-pre.target
-ConditionPathExists=%(state)s
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=%(script)s %(state)s
-
-[Install]
-WantedBy=multi-user.target
-""" % {"state": STATE_FILE, "script": APPLY_SCRIPT}
+def roce_mtu_note(name, link_mtu, wanted):
+    """A note when the link MTU gives a smaller RoCE MTU than the plan expects (None: fine)."""
+    have = roce_mtu(int(link_mtu))
+    if have is None:
+        return ("roce_mtu: MTU %s of %s is below %d, where the kernel has no RoCE at all, plan expects %d; "
+                "set the link MTU first" % (link_mtu, name, ROCE_MIN_LINK_MTU, wanted))
+    if have < wanted:
+        return ("roce_mtu: MTU %s of %s gives RoCE MTU %s, plan expects %d; set the link MTU first"
+                % (link_mtu, name, have, wanted))
+    return None
 
 
-def state_document(entries):
-    """JSON text of the saved steps; deterministic."""
-    return json.dumps({"version": 1, "interfaces": entries}, indent=2, sort_keys=True) + "\n"
+class RoceQos(Capability):
+    """Every planned RoCE interface in one call: read, change what differs, read back, persist."""
+
+    name = "roce_qos"
+
+    @classmethod
+    def argument_spec(cls):
+        match = dict(name=dict(type="str"), mac=dict(type="str"), pci=dict(type="str"), driver=dict(type="str"))
+        spec = dict(
+            interfaces=dict(type="list", elements="dict", required=True, options=dict(
+                interface=dict(type="str"),
+                match=dict(type="dict", options=match),
+                fabric=dict(type="str"),
+                trust=dict(type="str", choices=["dscp", "pcp"]),
+                pfc_priorities=dict(type="list", elements="int"),
+                dscp2prio=dict(type="dict"),
+                ets=dict(type="dict", options=dict(prio_tc=dict(type="list", elements="int"),
+                                                   tsa=dict(type="list", elements="str"),
+                                                   bw=dict(type="list", elements="int"))),
+                ecn=dict(type="dict", options=dict(rp=dict(type="list", elements="int"),
+                                                   np=dict(type="list", elements="int"))),
+                cnp=dict(type="dict", options=dict(dscp=dict(type="int"), priority=dict(type="int"))),
+                roce_tos=dict(type="int"),
+                roce_mode=dict(type="str", choices=["v2", "v1"]),
+                roce_mtu=dict(type="int"),
+            )),
+            backend=dict(type="str", default="auto", choices=["auto", "dcb", "mlnx_qos"]),
+            persist=dict(type="bool", default=True),
+            configfs_root=dict(type="path", default="/sys/kernel/config"),
+        )
+        spec.update(ROOT_OPTION)
+        return spec
+
+    def read(self):
+        return {"links": sysfs_links(self.root),
+                "tools": {"dcb": self.runner.which("dcb"), "mlnx_qos": self.runner.which("mlnx_qos"),
+                          "lldpad_pids": running_lldpad(self.root)}}
+
+    def resolve(self, links):
+        """[(interface, want)] of the items; raise with every problem before anything changes."""
+        errors, resolved = [], []
+        for index, item in enumerate(self.params["interfaces"]):
+            where = "interfaces[%d]" % index
+            match = parse_match({"name": item.get("interface"), "match": item.get("match")})
+            if not match:
+                errors.append("%s: give interface or match" % where)
+                continue
+            names = match_interfaces(links, self.root, match)
+            if len(names) != 1:
+                errors.append("%s: %s matches %s interfaces (%s); it must match exactly one"
+                              % (where, describe_match(match), len(names), ", ".join(names) or "none present"))
+                continue
+            want, errs = normalize(item, where)
+            errors.extend(errs)
+            resolved.append((names[0], want))
+        if len(set(n for n, w in resolved)) != len(resolved):
+            errors.append("an interface appears more than once in interfaces")
+        if errors:
+            raise RoceQosError("roce_qos: %d problem(s), nothing changed: %s" % (len(errors), "; ".join(errors)),
+                               errors=errors)
+        return resolved
+
+    def plan_interface(self, tools, name, want, notes, quiet=False):
+        """Read one interface; return its result row, its actions and the full replay steps."""
+        dev = RoceDevice(self.root, name, self.params["configfs_root"])
+        row = {"interface": name, "supported": True, "reason": None, "backend": None, "rdma_device": None,
+               "dcbx_owner": None, "before": {}, "after": {}, "actions": [], "notes": notes, "changed": False}
+        if not dev.has_device():
+            row.update(supported=False, reason="no /sys/class/net/%s/device: virtual interface without a "
+                                               "NIC driver, DCB not supported" % name)
+            return row, [], []
+        backend, reason = pick_backend(self.params["backend"], dev, tools, self.runner)
+        if backend is None:
+            row.update(supported=False, reason=reason)
+            return row, [], []
+        row["backend"] = backend.name
+        reason = backend.probe(name)
+        if reason:
+            row.update(supported=False, reason="%s: %s" % (backend.name, reason))
+            return row, [], []
+        have = backend.read(name)
+        row["rdma_device"] = dev.rdma_device()
+        bwant = dict(want)
+        if want.get("trust") and have.get("apptrust_error"):
+            notes.append("trust: dcb cannot set it here (%s); needs iproute2 >= 6.2 or mlnx_qos"
+                         % have["apptrust_error"])
+            bwant["trust"] = None
+        if want.get("trust") == "pcp" and want.get("dscp2prio"):
+            notes.append("dscp2prio is set but trust is pcp: the DSCP map has no effect")
+        full = [{"op": "run", "argv": c} for c in backend.full_commands(name, bwant)]
+        for key in ("trust", "pfc", "dscp2prio", "ets"):
+            if bwant.get(key) is not None:
+                value = have.get(key)
+                if key == "dscp2prio":
+                    value = dict((str(d), have.get(key, {}).get(d)) for d in sorted(bwant[key]))
+                    row["after"][key] = dict((str(d), v) for d, v in sorted(bwant[key].items()))
+                else:
+                    row["after"][key] = bwant[key]
+                row["before"][key] = value
+        actions = []
+        for argv in backend.commands(name, bwant, have):
+            key = backend.setting(argv)
+            actions.append(step_action({"op": "run", "argv": argv}, target="%s %s" % (name, key),
+                                       before=row["before"].get(key), after=row["after"].get(key)))
+        before, after, sys_actions, sys_full = sysfs_steps(dev, want, notes)
+        row["before"].update(before)
+        row["after"].update(after)
+        self._dcbx_owner(row, have, tools, quiet)
+        if want.get("roce_mtu"):
+            mtu = self.root.read("%s/%s/mtu" % (SYS_NET, name), "")
+            note = roce_mtu_note(name, mtu, want["roce_mtu"]) if mtu.isdigit() else None
+            if note:
+                notes.append(note)
+        actions += sys_actions
+        row["actions"] = [a.text for a in actions]
+        row["changed"] = bool(actions)
+        return row, actions, full + sys_full
+
+    def _dcbx_owner(self, row, have, tools, quiet):
+        owners = []
+        if have.get("dcbx") == "firmware":
+            owners.append("firmware")
+        elif have.get("dcbx") and "lld_managed" in have["dcbx"]:
+            owners.append("lld_managed")
+        if tools.get("lldpad_pids"):
+            owners.append("lldpad")
+        name = row["interface"]
+        if owners:
+            row["dcbx_owner"] = owners[0]
+            if not quiet:
+                self.warn("%s: DCBX is owned by %s, which may override these host settings "
+                          "(mlnx_qos -i %s -d os, or stop lldpad)" % (name, " and ".join(owners), name))
+        elif have.get("dcbx") in ("os",) or (have.get("dcbx") and "host" in have["dcbx"]):
+            row["dcbx_owner"] = "os"
+
+    def plan(self, state):
+        self.resolved = self.resolve(state["links"])
+        self.rows, actions, replay = [], [], {}
+        try:
+            for name, want in self.resolved:
+                for warning in consistency_warnings(name, want):
+                    self.warn(warning)
+                row, row_actions, full = self.plan_interface(state["tools"], name, want, [])
+                for note in row["notes"]:
+                    self.warn("%s: %s" % (name, note))
+                self.rows.append(row)
+                actions.extend(row_actions)
+                if row["supported"]:
+                    replay[name] = {"backend": row["backend"], "steps": full}
+        except (DcbError, MlnxQosError, CommandError) as exc:
+            raise RoceQosError("reading QoS state failed: %s" % exc)
+        persist = self.persist_actions(replay) if self.params["persist"] and replay else []
+        self.persist = {"enabled": self.params["persist"], "changes": [a.text for a in persist]}
+        return actions + persist
+
+    def persist_actions(self, replay):
+        """Files of the boot-time re-apply that differ, and the unit's enable link if missing."""
+        actions = []
+        for path, text, mode in ((STATE_FILE, state_document(replay), 0o644),
+                                 (APPLY_SCRIPT, APPLY_SCRIPT_TEXT, 0o755), (UNIT_FILE, UNIT_TEXT, 0o644)):
+            before = self.root.read_raw(path)
+            if before != text:
+                actions.append(file_action(path, before, text, mode=mode))
+        link = self.root.path(UNIT_LINK)
+        current = os.readlink(link) if os.path.islink(link) else None
+        if current != UNIT_FILE:
+            actions.append(Action("link", UNIT_LINK, "enable %s (link %s)" % (os.path.basename(UNIT_FILE), UNIT_LINK),
+                                  before=current, after=UNIT_FILE, diff=LINK_SECTION))
+        return actions
+
+    def _enable_unit(self, action):
+        link = self.root.path(action.target)
+        if not os.path.isdir(os.path.dirname(link)):
+            os.makedirs(os.path.dirname(link), 0o755)
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(action.after, link)
+
+    def apply(self, state, actions):
+        """Steps in order, then the persistence files and link; then a second plan must be empty."""
+        fields = dict(self.result(state, actions), changed=True, actions=[a.public() for a in actions])
+        try:
+            for action in actions:
+                if action.kind in ("command", "sysfs"):
+                    run_step(action.data["step"], self.root, self.runner)
+                elif action.kind == "file":
+                    apply_file(self.root, action)
+                elif action.kind == "link":
+                    self._enable_unit(action)
+        except (CommandError, OSError, IOError) as exc:
+            # not a re-wrap: the failure keeps the interfaces and the actions of this run
+            raise RoceQosError("applying RoCE QoS failed: %s" % exc, **fields)
+        left = []
+        for name, want in self.resolved:
+            _row, again, _full = self.plan_interface(state["tools"], name, want, [], quiet=True)
+            left.extend("%s: %s" % (name, a.text) for a in again)
+        if left:
+            raise RoceQosError("read back differs after applying, the device did not take: %s"
+                               % "; ".join(left), **fields)
+
+    def result(self, state, actions):
+        return dict(interfaces=self.rows, persist=self.persist)

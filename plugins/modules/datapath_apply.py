@@ -29,18 +29,25 @@ description:
     M(aiinfra.datapath.link_mtu), M(aiinfra.datapath.roce_qos), M(aiinfra.datapath.nic_firmware),
     M(aiinfra.datapath.nvme_layout), M(aiinfra.datapath.nfd_labels). It stops at the first
     capability that fails.
-  - The module arguments come from the capability roles themselves. For each capability the
-    action reads the role's C(defaults/main.yml) and its module task, and templates them with
-    role defaults < the host's variables < the task's own C(vars) < this run's plan. A variable
-    that tunes a role (for example C(link_mtu_persist) or C(nvme_cache_wipe_serials) in
-    group_vars) tunes this task the same way.
-  - It also does what the roles do around their module call - the NVMe device count check,
-    the initramfs note after an md array was recorded, the kubelet restart after HugePage pools
-    changed (opt-in, C(hugepages_restart_kubelet) / C(k8s_node_restart_kubelet)) - and returns
-    each host's out-of-policy NICs in RV(firmware_violations), so that the play can fail once
-    for every host.
+  - The module arguments are built by the same function the capability roles call through the
+    C(aiinfra.datapath.capability_args) filter, in C(plugins/plugin_utils/capabilities.py).
+    Precedence - the role variable C(<capability>_<option>) when set, then the host's plan part,
+    then the role's default. A variable that tunes a role (for example C(link_mtu_persist) or
+    C(nvme_layout_wipe_serials) in group_vars) tunes this task the same way. The variable names
+    before 0.3.0 (C(sysctl_*), C(nvme_cache_*), C(k8s_node_*)) still work, with a deprecation
+    warning.
+  - Each call's arguments are validated on the node against the module's own argument spec,
+    and each capability runs through the same runner as its module (lock, check mode, diff).
+  - It also does what the roles do around their module call - the initramfs note after an md
+    array was recorded, the kubelet restart after HugePage pools changed (opt-in,
+    C(hugepages_restart_kubelet) / C(nfd_labels_restart_kubelet); read from the structured
+    flags C(pools_changed) and C(hugepages_changed)) - and returns each host's out-of-policy
+    NICs in RV(firmware_violations), so that the play can fail once for every host.
   - Tags select capabilities inside the task, with Ansible's rules - C(--tags kernel),
-    C(--tags sysctl,mtu), C(--skip-tags storage). Tag the task itself V(always).
+    C(--tags sysctl_profile,link_mtu), C(--skip-tags storage). Each capability answers to its
+    name, its group tag (C(kernel), C(network), C(storage), C(k8s)) and its names before 0.3.0
+    (C(sysctl), C(mtu), C(qos), C(firmware), C(nvme_cache), C(k8s_node)). Tag the task itself
+    V(always).
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:
@@ -70,11 +77,14 @@ options:
     required: true
   capabilities:
     description:
-      - The capabilities to apply; they always run in the order listed under C(choices).
+      - The capabilities to apply; they always run in the order of the default.
+      - C(sysctl), C(nvme_cache) and C(k8s_node) are the deprecated names of C(sysctl_profile),
+        C(nvme_layout) and C(nfd_labels).
     type: list
     elements: str
-    choices: [sysctl, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_cache, k8s_node]
-    default: [sysctl, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_cache, k8s_node]
+    choices: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_layout, nfd_labels,
+              sysctl, nvme_cache, k8s_node]
+    default: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_layout, nfd_labels]
 seealso:
   - module: aiinfra.datapath.datapath_facts
   - module: aiinfra.datapath.sysctl_profile
@@ -100,19 +110,19 @@ capabilities:
   type: list
   elements: str
   returned: success
-  sample: [sysctl, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_cache, k8s_node]
+  sample: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_layout, nfd_labels]
 results:
   description:
-    - Per capability, the result of its module (as the role registers it, for example
-      C(sysctl_result)); V({}) for a capability not selected, C(skipped=true) for one with
-      nothing planned on this host. C(kubelet_restart) appears when kubelet was restarted.
+    - Per capability, the result of its module (as its role registers it, for example
+      C(sysctl_profile_result)); V({}) for a capability not selected, C(skipped=true) for one
+      with nothing planned on this host. C(kubelet_restart) appears when kubelet was restarted.
   type: dict
   returned: always
 seconds:
   description: Wall-clock seconds of each capability's module call.
   type: dict
   returned: success
-  sample: {sysctl: 0.31, link_mtu: 0.22}
+  sample: {sysctl_profile: 0.031, link_mtu: 0.022}
 phases:
   description: Seconds of each phase on the controller - C(facts), C(plan), C(arguments), C(node).
   type: dict
@@ -144,7 +154,7 @@ ansible_facts:
       description: What changed, what needs a reboot and what is not supported on this host.
       type: dict
       sample:
-        changed: [sysctl, link_mtu]
+        changed: [sysctl_profile, link_mtu]
         failed: []
         reboot_required: false
         reboot_reasons: []

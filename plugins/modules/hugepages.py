@@ -37,7 +37,9 @@ attributes:
         so a shortfall only shows in a real run.
   diff_mode:
     support: full
-    description: Shows pool sizes, THP and the managed files before and after.
+    description:
+      - Shows the pools written (C(hugepage pools)), THP (C(transparent hugepages)), the
+        hugetlbfs mounts and the managed files before and after; nothing when nothing changes.
   platform:
     support: full
     platforms: posix
@@ -129,10 +131,9 @@ options:
     description: The fstab that receives the hugetlbfs entries (other lines are kept as they are).
     type: path
     default: /etc/fstab
-  root:
-    description: For tests. Directory that C(/proc), C(/sys) and C(/etc) resolve below.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
+  - aiinfra.datapath.node.lock
 notes:
   - The HugePage pools and THP are global to the kernel, also when run inside a container
     or network namespace.
@@ -189,11 +190,51 @@ reboot_required:
   description: Pages could not be allocated now but are persisted on the kernel command line.
   returned: always
   type: bool
+pools_changed:
+  description:
+    - Whether a HugePage pool was (or in check mode would be) written, that is whether the
+      actions hold a V(pool) action. The role restarts kubelet on it and the rolling reboot
+      checks it is false after the boot.
+  returned: always
+  type: bool
+  sample: true
 actions:
-  description: What the module did, or would do in check mode, in order.
+  description:
+    - What the module did, or would do in check mode, in order (see docs/architecture.md).
+      V(pool) actions write a C(nr_hugepages) file (O(pages)), V(thp) actions a transparent
+      hugepage setting (O(thp)), V(mount) mounts a hugetlbfs and V(owner) fixes the owner and
+      mode of a mounted one (O(mounts)), V(file) actions write or remove O(sysctl_file),
+      O(boot_unit_file) or O(fstab).
+    - For a V(pool) action C(after) is the count the kernel holds after the write (read back;
+      lower than asked after a shortfall), in check mode the count asked for.
   returned: always
   type: list
-  elements: str
+  elements: dict
+  contains:
+    kind:
+      description: What sort of change.
+      type: str
+    target:
+      description: What it changes (a key, a path, an interface, a device).
+      type: str
+    before:
+      description: The value or file content before (null when absent).
+      type: raw
+    after:
+      description: The value or file content after (null when removed).
+      type: raw
+    destructive:
+      description: Whether data is lost.
+      type: bool
+    reboot:
+      description: Whether it takes effect only after a reboot.
+      type: bool
+    text:
+      description: The action in words.
+      type: str
+  sample:
+    - {kind: pool, target: /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages, before: 0, after: 64,
+       destructive: false, reboot: false, text: "write /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages: 0 -> 64"}
 overrides:
   description: Files applied later at boot that set C(vm.nr_hugepages) to another value.
   returned: always
@@ -206,172 +247,12 @@ rollback:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    HostRoot,
-    LockTimeout,
-    host_root,
-    lock_path,
-    no_lock,
-    node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import (
-    HugePageSetup,
-    HugePagesError,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import (
-    CommandError,
-    Runner,
-)
-
-
-def argument_spec():
-    return dict(
-        pages=dict(type="list", elements="dict", default=[], options=dict(
-            size=dict(type="str", required=True, choices=["2M", "1G"]),
-            count=dict(type="int", required=True),
-            per_node=dict(type="dict"),
-            persist=dict(type="str", default="sysctl",
-                         choices=["sysctl", "cmdline", "boot_unit", "none"]),
-        )),
-        on_shortfall=dict(type="str", choices=["fail", "warn"], default="fail"),
-        thp=dict(type="dict", options=dict(
-            # choices are checked in the backend: a null from the plan means "leave alone"
-            enabled=dict(type="str"),
-            defrag=dict(type="str"),
-        )),
-        mounts=dict(type="list", elements="dict", default=[], options=dict(
-            size=dict(type="str", required=True, choices=["2M", "1G"]),
-            path=dict(type="path", required=True),
-            owner=dict(type="str", default="root"),
-            group=dict(type="str", default="root"),
-            mode=dict(type="str", default="0755"),
-        )),
-        sysctl_file=dict(type="path", default="/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf"),
-        boot_unit_file=dict(type="path", default="/etc/tmpfiles.d/aiinfra-datapath-hugepages.conf"),
-        fstab=dict(type="path", default="/etc/fstab"),
-        root=dict(type="path", default="/"),
-    )
-
-
-def _page_report(plan, after=None, shortfall=False):
-    return dict(size=plan["size"], requested=plan["requested"], before=plan["before"],
-                after=plan["requested"] if after is None else after,
-                per_node=plan["per_node"] or None, nodes_before=plan["nodes_before"],
-                nodes_after=plan.get("nodes_after", plan["per_node"] or {}),
-                persist=plan["persist"], shortfall=shortfall)
-
-
-def _pool_text(reports):
-    lines = []
-    for item in reports:
-        lines.append("%s total = %s\n" % (item["size"], item["after"]))
-        for node in sorted(item["nodes_after"] or {}, key=int):
-            lines.append("%s node%s = %s\n" % (item["size"], node, item["nodes_after"][node]))
-    return "".join(lines)
-
-
-def run(module):
-    params = module.params
-    host = HostRoot(params["root"])
-    setup = HugePageSetup(host, Runner(module), params)
-    setup.read()
-    setup.plan()
-    actions = setup.planned_actions()
-    overrides = setup.overrides()
-    for item in overrides:
-        module.warn("vm.nr_hugepages: %s (%s) sets %r; the boot value will not be %r"
-                    % (item["file"], item["reason"], item["value"], item["wanted"]))
-    reports = [_page_report(plan) for plan in setup.page_plans]
-    result = dict(
-        changed=bool(actions), actions=actions, pages=reports,
-        thp=setup.thp_plan, cmdline_args=setup.cmdline_args,
-        mounts=[dict(path=m["path"], size=m["size"], options=m["options"]) for m in setup.mount_plans],
-        overrides=overrides,
-        reboot_required=any(p["persist"] == "cmdline" and "not_attempted" in p for p in setup.page_plans),
-    )
-    before_reports = [dict(r, after=r["before"], nodes_after=r["nodes_before"]) for r in reports]
-
-    if module.check_mode:
-        # the one shortfall that is known beforehand: growth beyond MemAvailable
-        reports = []
-        for plan in setup.page_plans:
-            if "not_attempted" not in plan:
-                reports.append(_page_report(plan))
-                continue
-            plan["allocated"], plan["nodes_after"] = plan["before"], plan["nodes_before"]
-            reports.append(_page_report(plan, after=plan["before"], shortfall=True))
-            message = setup.shortfall_message(plan, [plan["not_attempted"]])
-            if plan["persist"] == "cmdline":
-                module.warn(message + "; the pages are persisted on the kernel command line "
-                            "and are allocated at the next boot")
-            elif params["on_shortfall"] == "warn":
-                module.warn(message)
-            else:
-                raise HugePagesError("the kernel would allocate fewer HugePages than requested: "
-                                     "%s; nothing was changed" % message, pages=reports)
-        result["pages"] = reports
-
-    if not module.check_mode and (actions or any("not_attempted" in p for p in setup.page_plans)):
-        done, outcome = setup.apply_pools()
-        failures = []
-        reports = []
-        for plan, short, errors in outcome:
-            reports.append(_page_report(plan, after=plan["allocated"], shortfall=short))
-            if not short:
-                continue
-            message = setup.shortfall_message(plan, errors)
-            if plan["persist"] == "cmdline":
-                result["reboot_required"] = True
-                module.warn(message + "; the pages are persisted on the kernel command line "
-                            "and are allocated at the next boot")
-            elif params["on_shortfall"] == "warn":
-                module.warn(message)
-            else:
-                failures.append(message)
-        result["pages"] = reports
-        if failures:
-            rollback = setup.rollback(done)
-            raise HugePagesError(
-                "the kernel allocated fewer HugePages than requested (memory fragmented or "
-                "too small): %s; pools changed in this run were restored"
-                % "; ".join(failures), pages=reports, rollback=rollback)
-        setup.apply_thp()
-        setup.apply_mounts()
-        setup.write_files()
-
-    if module._diff:
-        result["diff"] = [
-            dict(before_header="hugepage pools", after_header="hugepage pools",
-                 before=_pool_text(before_reports), after=_pool_text(result["pages"])),
-            dict(before_header="transparent hugepages", after_header="transparent hugepages",
-                 before="".join("%s = %s\n" % (k, v["before"]) for k, v in sorted(setup.thp_plan.items())),
-                 after="".join("%s = %s\n" % (k, v["after"]) for k, v in sorted(setup.thp_plan.items()))),
-        ]
-        for key in ("sysctl_file", "boot_unit_file", "fstab"):
-            result["diff"].append(dict(
-                before_header=params[key], after_header=params[key],
-                before=setup.files_before[key] or "", after=setup.files_after[key] or ""))
-    return result
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import HugePages
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    host = host_root(module)
-    try:
-        # one lock around read -> plan -> apply -> persist (none in check mode: nothing changes)
-        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
-            result = run(module)
-    except HugePagesError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    except CommandError as exc:
-        module.fail_json(msg=str(exc), rc=exc.rc, stdout=exc.out, stderr=exc.err)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="hugepages: %s" % exc)
-    module.exit_json(**result)
+    module_main(HugePages)
 
 
 if __name__ == "__main__":

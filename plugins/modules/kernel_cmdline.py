@@ -34,7 +34,9 @@ attributes:
     description: Computes the same actions and touches nothing.
   diff_mode:
     support: full
-    description: Shows the drop-in file or the grubby arguments before and after.
+    description:
+      - Shows the drop-in file, or the default entry's arguments around each grubby command
+        and the state file, before and after; nothing when nothing changes.
   platform:
     support: full
     platforms: posix
@@ -74,10 +76,9 @@ options:
     type: str
     choices: [skip, write_drop_in]
     default: skip
-  root:
-    description: For tests. Directory that C(/proc), C(/boot), C(/etc) and C(/run) resolve below.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
+  - aiinfra.datapath.node.lock
 seealso:
   - module: aiinfra.datapath.hugepages
 """
@@ -130,110 +131,54 @@ reboot_required:
   returned: always
   type: bool
 actions:
-  description: What the module did, or would do in check mode, in order.
+  description:
+    - What the module did, or would do in check mode, in order (see docs/architecture.md).
+      V(file) actions write or remove the drop-in (O(drop_in)) or the grubby state file,
+      V(command) actions run C(update-grub), C(grub-mkconfig) or C(grubby) (for grubby,
+      C(before) and C(after) are the default entry's arguments around the command), a V(flag)
+      action touches the distribution's reboot-required flag.
+    - C(reboot) is true on the actions that change the boot command line.
   returned: always
   type: list
-  elements: str
+  elements: dict
+  contains:
+    kind:
+      description: What sort of change.
+      type: str
+    target:
+      description: What it changes (a path, a command, the default kernel arguments).
+      type: str
+    before:
+      description: The value or file content before (null when absent).
+      type: raw
+    after:
+      description: The value or file content after (null when removed).
+      type: raw
+    destructive:
+      description: Whether data is lost.
+      type: bool
+    reboot:
+      description: Whether it takes effect only after a reboot.
+      type: bool
+    text:
+      description: The action in words.
+      type: str
+  sample:
+    - {kind: file, target: /etc/default/grub.d/90-aiinfra-datapath.cfg, before: null,
+       after: "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX iommu=pt\"\n", destructive: false, reboot: true,
+       text: "write /etc/default/grub.d/90-aiinfra-datapath.cfg"}
+    - {kind: command, target: update-grub, before: null, after: null, destructive: false, reboot: true,
+       text: "run update-grub"}
+    - {kind: flag, target: /run/reboot-required, before: null, after: "", destructive: false, reboot: false,
+       text: "touch /run/reboot-required"}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import (
-    CmdlineError,
-    choose_backend,
-    is_subsequence,
-    matches,
-    split_cmdline,
-    validate,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    HostRoot,
-    LockTimeout,
-    atomic_write,
-    host_root,
-    lock_path,
-    no_lock,
-    node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import (
-    CommandError,
-    Runner,
-)
-
-
-def argument_spec():
-    return dict(
-        args=dict(type="list", elements="str", default=[]),
-        remove=dict(type="list", elements="str", default=[]),
-        backend=dict(type="str", choices=["auto", "grub_d", "grubby", "none"], default="auto"),
-        drop_in=dict(type="path", default="/etc/default/grub.d/90-aiinfra-datapath.cfg"),
-        update_bootloader=dict(type="bool", default=True),
-        when_no_bootloader=dict(type="str", choices=["skip", "write_drop_in"], default="skip"),
-        root=dict(type="path", default="/"),
-    )
-
-
-def run(module):
-    params = module.params
-    args = [str(a) for a in params["args"]]
-    remove = [str(r) for r in params["remove"]]
-    validate(args, remove)
-    host = HostRoot(params["root"])
-    runner = Runner(module)
-    backend = choose_backend(host, runner, params)
-    backend.read()
-    actions = backend.plan(args, remove)
-
-    running = split_cmdline(host.read("/proc/cmdline", default=""))
-    missing = [] if is_subsequence(args, running) else [a for a in args if a not in running] or list(args)
-    still_present = [t for t in running if any(matches(spec, t) for spec in remove)]
-    not_removable = list(getattr(backend, "not_removable", []))
-    foreign_tokens = set(text.split(" (in ", 1)[0] for text in not_removable)
-    reboot_required = backend.persists and bool(
-        missing or [t for t in still_present if t not in foreign_tokens])
-    for text in not_removable:
-        module.warn("cannot remove %s: that file is not managed by this module" % text)
-    if not backend.persists and (missing or still_present):
-        module.warn("no boot loader managed here (bootloader: none): the running kernel lacks %s"
-                    % " ".join(missing + ["-" + t for t in still_present]))
-    if params["backend"] == "grub_d" and not params["update_bootloader"] and actions:
-        module.warn("update_bootloader is false: run update-grub before the next boot")
-
-    flag = backend.reboot_flag
-    if reboot_required and flag and not host.exists(flag):
-        actions.append("touch %s" % flag)
-
-    result = dict(changed=bool(actions), bootloader=backend.name, args=args,
-                  proc_cmdline=running, missing=missing, still_present=still_present,
-                  not_removable=not_removable, reboot_required=reboot_required,
-                  actions=actions)
-    diff = backend.diff()
-    if module._diff and diff is not None:
-        result["diff"] = diff
-    if module.check_mode or not actions:
-        return result
-    backend.apply(actions)
-    if reboot_required and flag and not host.exists(flag):
-        atomic_write(host.path(flag), "", mode=0o644)
-    return result
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import KernelCmdline
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    host = host_root(module)
-    try:
-        # one lock around read -> plan -> apply -> persist (none in check mode: nothing changes)
-        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
-            result = run(module)
-    except CmdlineError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    except CommandError as exc:
-        module.fail_json(msg=str(exc), rc=exc.rc, stdout=exc.out, stderr=exc.err)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="kernel_cmdline: %s" % exc)
-    module.exit_json(**result)
+    module_main(KernelCmdline)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ attributes:
     description: Computes the same actions a real run would take and changes nothing.
   diff_mode:
     support: full
-    description: Shows MTUs and persistence files before and after.
+    description: Shows the live MTUs (section C(live MTU)), the persistence files and the
+      NetworkManager connection properties before and after.
   platform:
     support: full
     platforms: posix
@@ -71,7 +72,7 @@ options:
         description: Fabric name, reported back only.
         type: str
       mtu:
-        description: MTU in bytes (68 to 9216).
+        description: MTU in bytes, 68 to 9216 (the spec's range; the device may allow more).
         type: int
         required: true
   persist:
@@ -116,10 +117,9 @@ options:
     type: list
     elements: str
     default: []
-  root:
-    description: Root of the node's filesystem (for tests). Commands still run on the node.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
+  - aiinfra.datapath.node.lock
 notes:
   - Changing the MTU of a bond changes its slaves; a VLAN cannot exceed its parent's MTU, so
     parents are raised before and lowered after their VLANs.
@@ -154,11 +154,43 @@ interfaces:
     - {name: ens1f0np0, fabric: rail0, match: "name=ens1f0np0", kind: physical, mtu_before: 1500,
        mtu: 9000, min_mtu: 68, max_mtu: 9978, limit: device, connection: false, changed: true}
 actions:
-  description: What the module did, or would do in check mode, in order.
+  description:
+    - What the module did, or would do in check mode, in order (see docs/architecture.md).
+      V(mtu) actions set a live MTU (target the interface, before/after the MTU), in the order
+      they run (lowered top-down, raised bottom-up); V(file) actions write a persistence file
+      (before/after its content); V(command) actions run C(nmcli connection modify)
+      (target C(UUID PROPERTY), before/after the property's value).
   returned: always
   type: list
-  elements: str
-  sample: ["ip link set dev ens1f0np0 mtu 9000", "write /etc/systemd/network/10-aiinfra-ens1f0np0.link"]
+  elements: dict
+  contains:
+    kind:
+      description: What sort of change (V(mtu), V(file) or V(command)).
+      type: str
+    target:
+      description: What it changes (an interface, a path, a NetworkManager connection property).
+      type: str
+    before:
+      description: The value or file content before (null when absent).
+      type: raw
+    after:
+      description: The value or file content after (null when removed).
+      type: raw
+    destructive:
+      description: Whether data is lost.
+      type: bool
+    reboot:
+      description: Whether it takes effect only after a reboot.
+      type: bool
+    text:
+      description: The action in words.
+      type: str
+  sample:
+    - {kind: mtu, target: ens1f0np0, before: 1500, after: 9000, destructive: false, reboot: false,
+       text: "ip link set dev ens1f0np0 mtu 9000"}
+    - {kind: file, target: /etc/systemd/network/10-aiinfra-ens1f0np0.link, before: null,
+       after: "# Managed by aiinfra.datapath.link_mtu; ...", destructive: false, reboot: false,
+       text: "write /etc/systemd/network/10-aiinfra-ens1f0np0.link"}
 persist:
   description: Persistence backend, how it was chosen, files and notes.
   returned: always
@@ -189,266 +221,12 @@ verified:
   type: dict
 """
 
-import ipaddress
-import os
-import socket
-
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    LockTimeout, host_root, lock_path, no_lock, node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
-    IpLink, LinkError, depth, describe_match, link_kind, match_interfaces, mtu_limits,
-    parse_match, sysfs_device, ssh_connection_addresses,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf import BACKENDS, choose, detect
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import CommandError, Runner
-
-MTU_MIN = 68
-MTU_MAX = 9216
-
-
-def argument_spec():
-    return dict(
-        interfaces=dict(type="list", elements="dict", required=True, options=dict(
-            name=dict(type="str"),
-            match=dict(type="dict", options=dict(
-                name=dict(type="str"), mac=dict(type="str"), pci=dict(type="str"), driver=dict(type="str"),
-            )),
-            fabric=dict(type="str"),
-            mtu=dict(type="int", required=True),
-        )),
-        persist=dict(type="str", default="auto",
-                     choices=["auto", "networkd", "networkmanager", "netplan", "ifupdown", "none"]),
-        allow_connection_interface=dict(type="bool", default=False),
-        connection_address=dict(type="str"),
-        verify_after=dict(type="list", elements="str", default=[]),
-        root=dict(type="path", default="/"),
-    )
-
-
-def resolve(items, links, host):
-    """Map plan items to interfaces; return (targets, rows, errors)."""
-    errors, rows, targets = [], [], {}
-    for index, item in enumerate(items):
-        where = "interfaces[%d]%s" % (index, " (fabric %s)" % item["fabric"] if item.get("fabric") else "")
-        mtu = item["mtu"]
-        if not MTU_MIN <= mtu <= MTU_MAX:
-            errors.append("%s: mtu %d is outside %d-%d" % (where, mtu, MTU_MIN, MTU_MAX))
-            continue
-        match = parse_match(item)
-        if not match:
-            errors.append("%s: give name or match {name|mac|pci|driver}" % where)
-            continue
-        names = match_interfaces(links, host, match)
-        if not names:
-            errors.append("%s: no interface matches %s (present: %s)"
-                          % (where, describe_match(match), ", ".join(sorted(links)) or "none"))
-            continue
-        if item.get("name") and match.get("name") is None and names != [item["name"]]:
-            errors.append("%s: %s selects %s, but name says %s"
-                          % (where, describe_match(match), ", ".join(names), item["name"]))
-            continue
-        for name in names:
-            if name in targets and targets[name] != mtu:
-                errors.append("%s: %s already gets MTU %d from another entry, not %d"
-                              % (where, name, targets[name], mtu))
-                continue
-            targets[name] = mtu
-            rows.append({"name": name, "fabric": item.get("fabric"), "match": describe_match(match),
-                         "index": index, "where": where})
-    return targets, rows, errors
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._link_mtu import LinkMtu
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    host = host_root(module)
-    try:
-        # one lock around read -> plan -> apply -> persist, so that a run never plans against a
-        # state that another run is changing (none in check mode: nothing changes)
-        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
-            run(module, host)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="link_mtu: %s" % exc)
-
-
-def run(module, host):
-    """Read, plan, apply and persist; ends in exit_json or fail_json."""
-    p = module.params
-    runner = Runner(module)
-    ip = IpLink(runner, ip=runner.which("ip") or "ip")
-
-    try:
-        links = ip.links()
-    except LinkError as exc:
-        module.fail_json(msg=str(exc))
-    targets, rows, errors = resolve(p["interfaces"], links, host)
-
-    result_rows = []
-    for row in rows:
-        name = row["name"]
-        link = links[name]
-        low, high, why = mtu_limits(links, name, targets)
-        mtu = targets[name]
-        if mtu < low or (high is not None and mtu > high):
-            errors.append("%s: MTU %d for %s is outside %s-%s (%s); lower the plan's MTU for this fabric"
-                          % (row["where"], mtu, name, low, high, why))
-        master = links.get(link.get("master") or "", {})
-        if (master.get("linkinfo") or {}).get("info_kind") == "bond":
-            module.warn("%s is a slave of bond %s; set the MTU on the bond, its slaves follow"
-                        % (name, link["master"]))
-        result_rows.append({"name": name, "fabric": row["fabric"], "match": row["match"],
-                            "kind": link_kind(link), "mtu_before": link.get("mtu"), "mtu": mtu,
-                            "min_mtu": low, "max_mtu": high, "limit": why, "connection": False,
-                            "changed": link.get("mtu") != mtu})
-    if errors:
-        module.fail_json(msg="link_mtu: %d problem(s), nothing changed: %s"
-                         % (len(errors), "; ".join(errors)), errors=errors)
-
-    client, server = ssh_connection_addresses(os.environ)
-    conn = ip.connection_interfaces(links, [_address(module, p["connection_address"]), server], client)
-    if not conn and any(r["changed"] for r in result_rows):
-        module.warn("could not identify the interface carrying the Ansible connection (no connection_address, "
-                    "no SSH_CONNECTION); the lockout guard cannot protect it")
-    blocked = []
-    for row in result_rows:
-        row["connection"] = row["name"] in conn
-        if row["connection"] and row["changed"]:
-            blocked.append("%s (%s -> %s)" % (row["name"], row["mtu_before"], row["mtu"]))
-    if blocked and not p["allow_connection_interface"]:
-        module.fail_json(
-            msg="refusing to change the MTU of the interface carrying the Ansible connection: %s. "
-                "A wrong MTU there can cut the node off; set allow_connection_interface: true "
-                "(with verify_after: [peer addresses]) to change it." % ", ".join(blocked),
-            connection_interfaces=conn, interfaces=result_rows)
-    if blocked and not p["verify_after"]:
-        module.warn("changing the connection interface without verify_after: no automatic revert")
-    ping = None
-    if p["verify_after"]:
-        ping = runner.which("ping")
-        if not ping:
-            module.fail_json(msg="verify_after needs ping on the node; none found, nothing changed")
-
-    # Lower MTUs top-down (VLAN before parent), raise bottom-up (parent before VLAN).
-    changed_rows = [r for r in result_rows if r["changed"]]
-    lowers = sorted((r for r in changed_rows if r["mtu"] < (r["mtu_before"] or 0)),
-                    key=lambda r: (-depth(links, r["name"]), r["name"]))
-    raises = sorted((r for r in changed_rows if r["mtu"] >= (r["mtu_before"] or 0)),
-                    key=lambda r: (depth(links, r["name"]), r["name"]))
-    live = lowers + raises
-
-    persist = {"backend": "none", "detected": {}, "changes": [], "notes": []}
-    changes = []
-    if p["persist"] != "none":
-        found = detect(host, runner, runner.which("systemctl"))
-        persist["detected"] = found
-        backend = choose(found) if p["persist"] == "auto" else p["persist"]
-        if backend is None:
-            persist["notes"].append("no network configuration backend found (netplan, NetworkManager, "
-                                    "systemd-networkd, ifupdown); MTU not persisted")
-            module.warn(persist["notes"][-1])
-        else:
-            persist["backend"] = backend
-            if p["persist"] != "auto" and backend not in found:
-                module.warn("persist=%s requested but not detected on the node; writing its files anyway"
-                            % backend)
-            plan_targets = []
-            for row in result_rows:
-                bus, dummy = sysfs_device(host, row["name"])
-                link = links[row["name"]]
-                plan_targets.append({"name": row["name"], "mtu": row["mtu"], "kind": link_kind(link),
-                                     "bus": bus, "mac": link.get("permaddr") or link.get("address")})
-            changes, notes = BACKENDS[backend](host, runner).plan(plan_targets)
-            persist["notes"].extend(notes)
-            for note in notes:
-                module.warn(note)
-    persist["changes"] = [c.description for c in changes]
-
-    actions = ["ip link set dev %s mtu %d" % (r["name"], r["mtu"]) for r in live]
-    actions += persist["changes"]
-    diff = {"before": {"mtu": {}, "files": {}}, "after": {"mtu": {}, "files": {}}}
-    for row in live:
-        diff["before"]["mtu"][row["name"]] = row["mtu_before"]
-        diff["after"]["mtu"][row["name"]] = row["mtu"]
-    for change in changes:
-        diff["before"]["files"][change.path] = change.before
-        diff["after"]["files"][change.path] = change.after
-    for row in result_rows:
-        row.pop("index", None)
-    result = dict(changed=bool(actions), interfaces=result_rows, actions=actions, persist=persist,
-                  connection_interfaces=conn, diff=diff)
-    if module.check_mode or not actions:
-        module.exit_json(**result)
-
-    done = []
-    try:
-        if live and p["verify_after"]:
-            silent = sorted(k for k, ok in _ping_all(runner, ping, p["verify_after"]).items() if not ok)
-            if silent:
-                module.fail_json(msg="verify_after peers %s do not answer before the change, so they cannot "
-                                     "judge it; nothing changed" % ", ".join(silent), actions=actions)
-        for row in live:
-            ip.set_mtu(row["name"], row["mtu"])
-            done.append(row)
-        if live and p["verify_after"]:
-            verified = _ping_all(runner, ping, p["verify_after"])
-            result["verified"] = verified
-            lost = sorted(k for k, ok in verified.items() if not ok)
-            if lost:
-                reverted = _revert(ip, done)
-                module.fail_json(msg="peers %s stopped answering after the MTU change; reverted %s, "
-                                     "nothing persisted" % (", ".join(lost), ", ".join(reverted)),
-                                 verified=verified, actions=actions, interfaces=result_rows)
-        for change in changes:
-            change.apply(host, runner)
-    except (CommandError, OSError, IOError) as exc:
-        reverted = _revert(ip, done)
-        module.fail_json(msg="applying MTU failed: %s; reverted live MTU of %s"
-                         % (exc, ", ".join(reverted) or "nothing"),
-                         actions=actions, interfaces=result_rows)
-
-    after = ip.links()
-    wrong = ["%s is %s, expected %s" % (r["name"], after.get(r["name"], {}).get("mtu"), r["mtu"])
-             for r in result_rows if after.get(r["name"], {}).get("mtu") != r["mtu"]]
-    if wrong:
-        module.fail_json(msg="MTU read back differs: %s" % "; ".join(wrong), **result)
-    module.exit_json(**result)
-
-
-def _address(module, name):
-    """An IP literal for ``connection_address`` (a host name is resolved on the node)."""
-    if not name:
-        return None
-    try:
-        ipaddress.ip_address(name)
-        return name
-    except ValueError:
-        pass
-    try:
-        return socket.getaddrinfo(name, None)[0][4][0]
-    except (socket.error, IndexError):
-        module.warn("connection_address %s does not resolve on the node; lockout guard uses SSH_CONNECTION only"
-                    % name)
-        return None
-
-
-def _ping_all(runner, ping, peers):
-    return dict((peer, runner.run([ping, "-c", "3", "-W", "2", "-q", peer], check=False)[0] == 0)
-                for peer in peers)
-
-
-def _revert(ip, done):
-    reverted = []
-    for row in reversed(done):
-        try:
-            ip.set_mtu(row["name"], row["mtu_before"])
-            reverted.append("%s->%s" % (row["name"], row["mtu_before"]))
-        except CommandError:
-            reverted.append("%s (revert FAILED)" % row["name"])
-    return reverted
+    module_main(LinkMtu)
 
 
 if __name__ == "__main__":

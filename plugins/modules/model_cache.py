@@ -21,11 +21,11 @@ description:
     replaced; compute the bytes still to move and the space, evicting least-recently-used
     unpinned versions when needed; then, outside check mode, fetch, verify, publish and switch
     the C(current) pointers."
-  - B(Layout.) C(<root>/<name>/<version>/) holds a published version and is never modified
-    after publishing; C(<root>/<name>/current) is a relative symlink to the version in use,
-    switched atomically (new symlink, then rename); C(<root>/<name>/.versions/<version>.json)
+  - B(Layout.) C(<cache_dir>/<name>/<version>/) holds a published version and is never modified
+    after publishing; C(<cache_dir>/<name>/current) is a relative symlink to the version in use,
+    switched atomically (new symlink, then rename); C(<cache_dir>/<name>/.versions/<version>.json)
     holds the metadata (files, sha256, sizes, bytes, published_at, last_used); partial
-    downloads live in C(<root>/.staging/<name>/<version>/<path>.part).
+    downloads live in C(<cache_dir>/.staging/<name>/<version>/<path>.part).
   - B(Verified while writing.) The sha256 of each file is computed in the same pass that
     writes it (a reader, a hasher and a writer overlap on large buffers, so verifying costs
     little over a plain copy). A checksum mismatch fails the model, deletes the bad partial
@@ -34,7 +34,7 @@ description:
     this run, up to O(retries) times) is re-hashed locally and the download continues with
     C(Range) (HTTP 206). A source that answers 200 instead restarts the file from byte 0.
   - B(Atomic publish.) Files are fsynced, the staging version directory is renamed to
-    C(<root>/<name>/<version>) (same filesystem), then C(current) is switched. A reader never
+    C(<cache_dir>/<name>/<version>) (same filesystem), then C(current) is switched. A reader never
     sees a half-written version.
   - B(Space.) Before downloading, the bytes still to fetch (from O(models[].files[].size),
     else HTTP C(HEAD) Content-Length or C(stat)) are compared with the free space
@@ -48,32 +48,38 @@ description:
     files pass O(verify_existing) is C(present); no network I/O is done for it (except
     reading a manifest that O(models[].manifest_sha256) does not pin) and C(changed) stays
     false. Updating C(last_used) alone is not a change.
-  - Holds the cache lock (O(lock_file)) for the whole run; check mode takes no lock.
+  - Holds the cache lock (O(lock_file)) for the whole run, in check mode as in a real run.
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:
   check_mode:
     support: full
     description: Resolves files and sizes (reads manifests, sends C(HEAD) requests), reports
-      what would be fetched, evicted and switched, and creates, writes or deletes nothing.
+      what would be fetched, evicted and switched, and creates, writes or deletes nothing below
+      O(cache_dir). It takes the cache lock (O(lock_file)) as a real run does.
   diff_mode:
     support: full
-    description: Shows each model's C(current) pointer before and after.
+    description: Shows each C(current) pointer the run switches (or removes with an evicted
+      version) before and after, in one section C(current versions).
   platform:
     support: full
     platforms: posix
     description: Linux nodes; Python 3 standard library only.
 options:
-  root:
+  cache_dir:
     description:
       - The models directory on the cache filesystem, for example C(/mnt/model-cache/models).
+        An absolute path on the node (this module has no node root).
       - Created (mode O(dir_mode)) when missing; its parent must exist.
+      - C(root) is a deprecated alias (removed in 1.0.0); in the other modules of this collection
+        C(root) means the node's filesystem root.
     type: path
     required: true
+    aliases: [root]
   require_mount:
     description:
       - When set, the module refuses (fails and changes nothing) unless this path is a mount
-        point (from C(/proc/self/mountinfo)) and O(root) is below it, so that an unmounted
+        point (from C(/proc/self/mountinfo)) and O(cache_dir) is below it, so that an unmounted
         cache never fills the root filesystem.
     type: path
   models:
@@ -213,13 +219,14 @@ options:
       - The lock held for the whole run, so that two warm-ups of one node never interleave.
       - It is the cache's own lock, not the node lock of the other modules, which would make
         a C(site.yml) run wait for a long download and fail. The warm-up touches nothing those
-        modules manage (only files below O(root)).
+        modules manage (only files below O(cache_dir)).
+      - Taken in check mode too, so that a check never plans against a cache another run is changing.
     type: path
     default: /run/aiinfra-datapath-model-cache.lock
 notes:
   - Eviction deletes whole versions that no O(models) entry and no O(pinned) entry names. A
     version is only ever evicted when its metadata exists (a directory placed by hand below
-    O(root) is never deleted).
+    O(cache_dir) is never deleted).
   - The cache lock (O(lock_file)) is held for the whole download; a second warm-up of the
     same node waits for it (up to 60 s) and then fails with a clear message.
 seealso:
@@ -229,7 +236,7 @@ seealso:
 EXAMPLES = r"""
 - name: Warm the node's cache from the plan
   aiinfra.datapath.model_cache:
-    root: "{{ datapath_plan.models.root }}"
+    cache_dir: "{{ datapath_plan.models.root }}"
     require_mount: "{{ datapath_plan.models.require_mount }}"
     reserve_bytes: "{{ datapath_plan.models.reserve_bytes }}"
     bandwidth_limit: "{{ datapath_plan.models.bandwidth_limit }}"
@@ -238,7 +245,7 @@ EXAMPLES = r"""
 
 - name: One model from an HTTP mirror, files listed
   aiinfra.datapath.model_cache:
-    root: /mnt/model-cache/models
+    cache_dir: /mnt/model-cache/models
     require_mount: /mnt/model-cache
     reserve_bytes: 107374182400            # keep 100 GiB free
     bandwidth_limit: 500000000             # 500 MB/s per node
@@ -252,7 +259,7 @@ EXAMPLES = r"""
 
 - name: From S3 (MinIO), files listed by a pinned manifest
   aiinfra.datapath.model_cache:
-    root: /mnt/model-cache/models
+    cache_dir: /mnt/model-cache/models
     models:
       - name: mistral-7b
         version: v0.3
@@ -304,96 +311,58 @@ reserve_bytes:
   type: int
   sample: 107374182400
 actions:
-  description: What the module did, or would do in check mode, in order.
+  description:
+    - What the module did, or would do in check mode, in order (see docs/architecture.md).
+      V(create) creates O(cache_dir); V(evict) deletes a published version C(name@version)
+      (destructive); V(replace) names a published version that failed verification and is
+      fetched again; V(fetch) downloads and publishes C(name@version); V(adopt) records
+      metadata for a version whose files were already in place; V(switch) moves
+      C(<name>/current) from version C(before) to version C(after) (null means no pointer).
   returned: always
   type: list
-  elements: str
-  sample: ["evict llama-2-7b@v1 (13476839424 bytes, last used 2024-05-02T10:00:00Z)",
-           "fetch llama-3-8b@2024-07-01 from http://mirror/... : 2 files, 4976699326 bytes to move",
-           "switch llama-3-8b/current: None -> 2024-07-01"]
+  elements: dict
+  contains:
+    kind:
+      description: What sort of change.
+      type: str
+    target:
+      description: What it changes (C(name@version), C(<name>/current) or the cache directory).
+      type: str
+    before:
+      description:
+        - For a version, its state before, null (absent), C(corrupt), C(unrecorded) (files in
+          place without metadata) or C(published); for C(<name>/current), the version it pointed
+          to (null when there was no pointer); for the cache directory, null.
+      type: raw
+    after:
+      description:
+        - For a version, C(published), or null when evicted; for C(<name>/current), the version
+          it points to (null when removed); for the cache directory, C(directory).
+      type: raw
+    destructive:
+      description: Whether data is lost.
+      type: bool
+    reboot:
+      description: Whether it takes effect only after a reboot.
+      type: bool
+    text:
+      description: The action in words.
+      type: str
+  sample:
+    - {kind: evict, target: llama-2-7b@v1, before: published, after: null, destructive: true, reboot: false,
+       text: "evict llama-2-7b@v1 (13476839424 bytes, last used 2024-05-02T10:00:00Z)"}
+    - {kind: fetch, target: llama-3-8b@2024-07-01, before: null, after: published, destructive: false,
+       reboot: false, text: "fetch llama-3-8b@2024-07-01 from http://mirror/...: 2 files, 4976699326 bytes to move"}
+    - {kind: switch, target: llama-3-8b/current, before: null, after: "2024-07-01", destructive: false,
+       reboot: false, text: "switch llama-3-8b/current: None -> 2024-07-01"}
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    LockTimeout,
-    no_lock,
-    node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import (
-    ModelCacheError,
-    run_cache,
-)
-
-
-MODEL_CACHE_LOCK_PATH = "/run/aiinfra-datapath-model-cache.lock"
-
-
-def argument_spec():
-    return dict(
-        root=dict(type="path", required=True),
-        require_mount=dict(type="path"),
-        models=dict(type="list", elements="dict", required=True, options=dict(
-            name=dict(type="str", required=True),
-            version=dict(type="str", required=True),
-            source=dict(type="str", required=True),
-            files=dict(type="list", elements="dict", default=[], options=dict(
-                path=dict(type="str", required=True),
-                sha256=dict(type="str", required=True),
-                size=dict(type="int"),
-            )),
-            manifest=dict(type="str"),
-            manifest_sha256=dict(type="str"),
-        )),
-        pinned=dict(type="list", elements="str", default=[]),
-        reserve_bytes=dict(type="int", default=0),
-        bandwidth_limit=dict(type="int", default=0),
-        evict=dict(type="bool", default=True),
-        verify_existing=dict(type="str", choices=["size", "sha256"], default="size"),
-        headers=dict(type="dict", default={}, no_log=True),
-        s3=dict(type="dict", options=dict(
-            endpoint_url=dict(type="str"),
-            region=dict(type="str", default="us-east-1"),
-            access_key=dict(type="str", no_log=False),
-            secret_key=dict(type="str", no_log=True),
-            session_token=dict(type="str", no_log=True),
-        )),
-        timeout=dict(type="int", default=30),
-        retries=dict(type="int", default=3),
-        validate_certs=dict(type="bool", default=True),
-        ca_path=dict(type="path"),
-        file_mode=dict(type="str", default="0644"),
-        dir_mode=dict(type="str", default="0755"),
-        lock_file=dict(type="path", default=MODEL_CACHE_LOCK_PATH),
-    )
-
-
-def run(module):
-    params = dict(module.params)
-    models = params.pop("models")
-    root = params.pop("root")
-    options = dict((k, v) for k, v in params.items() if k != "lock_file")
-    result = run_cache(root, models, check_mode=module.check_mode, log=module.warn, **options)
-    diff = result.pop("diff")
-    if module._diff:
-        result["diff"] = diff
-    return result
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.cache import ModelCache
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    try:
-        # one lock around read -> plan -> fetch -> publish: two runs never stage into the same
-        # .part files or evict what the other is publishing (check mode changes nothing)
-        with node_lock(module.params["lock_file"]) if not module.check_mode else no_lock():
-            result = run(module)
-    except ModelCacheError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="model_cache: %s" % exc)
-    module.exit_json(**result)
+    module_main(ModelCache)
 
 
 if __name__ == "__main__":

@@ -52,8 +52,9 @@ attributes:
       touches no device and no file.
   diff_mode:
     support: full
-    description: Shows C(fstab) and C(mdadm.conf) before and after, and the devices found
-      against the actions planned.
+    description: Shows C(fstab) and C(mdadm.conf) before and after, and, rendered from the same
+      actions, sections C(block devices) (what is on each device against what the action makes
+      of it), C(mounts) and C(directories). A layout that is already complete shows no diff.
   platform:
     support: full
     platforms: posix
@@ -88,7 +89,11 @@ options:
         description: Largest size, same units as O(select.min_size).
         type: raw
       transport:
-        description: C(lsblk) TRAN value, for example C(nvme), C(sata), C(sas).
+        description:
+          - How the disks are attached. The spec's NVMe transport words C(pcie), C(tcp),
+            C(rdma) and C(fc) are accepted and all match C(lsblk)'s TRAN value C(nvme)
+            (C(lsblk) does not report the transport of an NVMe controller); any other word is
+            compared with the TRAN value as it is, for example C(nvme), C(sata), C(sas).
         type: str
       count:
         description:
@@ -209,14 +214,13 @@ options:
     description: fstab file that gets our entry.
     type: path
     default: /etc/fstab
-  root:
-    description:
-      - For tests. Directory that O(fstab), O(mdadm_conf) and the lock file resolve below.
-        Devices and the mount point are never redirected.
-      - Must be an absolute path.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
+  - aiinfra.datapath.node.lock
 notes:
+  - O(root) redirects O(fstab), O(mdadm_conf), the lock file and what is read of C(/sys) and
+    C(/proc). Devices (C(/dev/...)), the mount point and O(directories) are never redirected,
+    and the commands run on the node itself.
   - Destructive only for devices named in O(wipe_serials). Read the guard's message before
     adding a device there; the module cannot know whether the data on it matters.
   - Kernels without a GPT partition parser (some minimal VM kernels) still work;
@@ -249,7 +253,7 @@ EXAMPLES = r"""
 
 - name: Every 3.84 TB NVMe disk that is not the OS disk
   aiinfra.datapath.nvme_layout:
-    select: {transport: nvme, min_size: 3TB, max_size: 4TB}
+    select: {transport: pcie, min_size: 3TB, max_size: 4TB}   # the spec's word; lsblk says nvme
     raid: {name: md-cache}
     filesystem: {type: xfs, label: model-cache}
     mount: {path: /mnt/model-cache}
@@ -267,20 +271,49 @@ EXAMPLES = r"""
 RETURN = r"""
 actions:
   description:
-    - What the module did, or would do in check mode, in order. C(action) is one of
-      C(wipe), C(partition), C(rescan), C(create-array), C(assemble-array), C(mkfs),
-      C(mkdir), C(mount), C(remount), C(fstab), C(mdadm-conf), C(directory).
+    - What the module did, or would do in check mode, in order (see docs/architecture.md).
+    - "Block devices: V(wipe), V(partition), V(rescan), V(create-array), V(assemble-array) and
+      V(mkfs); C(before) is what is on the device, C(after) what the action makes of it. V(wipe),
+      and V(mkfs) over another filesystem, are C(destructive)."
+    - V(mkdir), V(mount), V(remount) and V(directory) for the mount point and the directories.
+    - V(fstab) and V(mdadm-conf) edit O(fstab) and O(mdadm_conf); C(before) and C(after) are the
+      whole file.
   returned: always
   type: list
   elements: dict
+  contains:
+    kind:
+      description: What sort of change.
+      type: str
+    target:
+      description: What it changes (a key, a path, an interface, a device).
+      type: str
+    before:
+      description: The value or file content before (null when absent).
+      type: raw
+    after:
+      description: The value or file content after (null when removed).
+      type: raw
+    destructive:
+      description: Whether data is lost.
+      type: bool
+    reboot:
+      description: Whether it takes effect only after a reboot.
+      type: bool
+    text:
+      description: The action in words.
+      type: str
   sample:
-    - action: partition
-      target: /dev/nvme1n1
-      detail: GPT, partition 1 from 1 MiB to the end, type FD00, name aiinfra-cache
-    - action: create-array
-      target: /dev/md/md-cache
-      detail: RAID0, chunk 512 KiB, metadata 1.2, members /dev/nvme1n1p1, /dev/nvme2n1p1
-    - {action: mkfs, target: /dev/md127, detail: xfs label=model-cache}
+    - {kind: partition, target: /dev/nvme1n1, before: null,
+       after: "GPT, partition 1 from 1 MiB to the end, type FD00, name aiinfra-cache", destructive: false,
+       reboot: false,
+       text: "partition /dev/nvme1n1: GPT, partition 1 from 1 MiB to the end, type FD00, name aiinfra-cache"}
+    - {kind: create-array, target: /dev/md/md-cache, before: null,
+       after: "RAID0, chunk 512 KiB, metadata 1.2, members /dev/nvme1n1, /dev/nvme2n1", destructive: false,
+       reboot: false,
+       text: "create-array /dev/md/md-cache: RAID0, chunk 512 KiB, metadata 1.2, members /dev/nvme1n1, /dev/nvme2n1"}
+    - {kind: mkfs, target: /dev/md127, before: null, after: xfs label=model-cache, destructive: false,
+       reboot: false, text: "mkfs /dev/md127: xfs label=model-cache"}
 devices:
   description:
     - The devices found and how they were classified; C(class) is C(empty),
@@ -319,165 +352,19 @@ fstab_line:
   type: str
   sample: UUID=0b3c4cbe-5b1f-4ac6-9a54-3e8f7b0e7c1d /mnt/model-cache xfs noatime,nofail 0 2
 initramfs_update_needed:
-  description: True when the ARRAY line was added to mdadm.conf; rebuild the initramfs.
+  description:
+    - True when the ARRAY line was added to mdadm.conf (in check mode, when it would be);
+      rebuild the initramfs.
   returned: always
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    DEFAULT_LOCK_PATH,
-    HostRoot,
-    LockTimeout,
-    node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout import (
-    LayoutError,
-    NvmeLayout,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import (
-    CommandError,
-    Runner,
-)
-
-
-def argument_spec():
-    return dict(
-        devices=dict(type="list", elements="path"),
-        select=dict(type="dict", options=dict(
-            model=dict(type="str"),
-            min_size=dict(type="raw"),
-            max_size=dict(type="raw"),
-            transport=dict(type="str"),
-            count=dict(type="int"),
-        )),
-        raid=dict(type="dict", options=dict(
-            level=dict(type="int", choices=[0], default=0),
-            chunk_kib=dict(type="int", default=512),
-            name=dict(type="str", required=True),
-        )),
-        filesystem=dict(type="dict", required=True, options=dict(
-            type=dict(type="str", choices=["xfs", "ext4"], default="xfs"),
-            label=dict(type="str", required=True),
-        )),
-        mount=dict(type="dict", required=True, options=dict(
-            path=dict(type="path", required=True),
-            options=dict(type="list", elements="str", default=["noatime"]),
-        )),
-        directories=dict(type="list", elements="dict", default=[], options=dict(
-            path=dict(type="str", required=True),
-            owner=dict(type="str"),
-            group=dict(type="str"),
-            mode=dict(type="str"),
-        )),
-        wipe_serials=dict(type="list", elements="str", default=[], no_log=False),
-        partition=dict(type="bool", default=True),
-        partition_label=dict(type="str", default="aiinfra-cache"),
-        reserve_bytes=dict(type="int", default=0),
-        mdadm_conf=dict(type="path", default="/etc/mdadm/mdadm.conf"),
-        fstab=dict(type="path", default="/etc/fstab"),
-        root=dict(type="path", default="/"),
-    )
-
-
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(key)
-            yield from _strings(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _strings(item)
-
-
-def validate(params):
-    for key, value in params.items():
-        if any("\x00" in text for text in _strings(value)):
-            raise LayoutError("%s must not contain a NUL character" % key)
-    if not (params["root"] or "").startswith("/"):
-        raise LayoutError("root must be an absolute path, got %r" % params["root"])
-    for path in params["devices"] or []:
-        if not path.startswith("/dev/") or path.rstrip("/") == "/dev":
-            raise LayoutError("devices: %r is not a device path (an absolute path under /dev/)" % path)
-    if not params["devices"] and not params["select"]:
-        raise LayoutError("one of devices or select is required")
-    if params["devices"] and params["select"]:
-        raise LayoutError("devices and select are mutually exclusive")
-    if params["select"] and params["select"].get("count") is not None and params["select"]["count"] < 1:
-        raise LayoutError("select.count must be at least 1, got %d" % params["select"]["count"])
-    for key in ("fstab", "mdadm_conf"):
-        if not params[key].startswith("/"):
-            raise LayoutError("%s must be an absolute path, got %r" % (key, params[key]))
-    if not params["mount"]["path"].startswith("/") or params["mount"]["path"].rstrip("/") == "":
-        raise LayoutError("mount.path must be an absolute path other than /, got %r"
-                          % params["mount"]["path"])
-    params["mount"]["path"] = params["mount"]["path"].rstrip("/")
-    raid = params["raid"]
-    if raid is not None:
-        if raid["chunk_kib"] < 4 or raid["chunk_kib"] & (raid["chunk_kib"] - 1):
-            raise LayoutError("raid.chunk_kib must be a power of two of at least 4, got %d"
-                              % raid["chunk_kib"])
-        if not raid["name"] or "/" in raid["name"] or " " in raid["name"]:
-            raise LayoutError("raid.name must be a plain name, got %r" % raid["name"])
-    fs = params["filesystem"]
-    limit = 12 if fs["type"] == "xfs" else 16
-    if not fs["label"] or len(fs["label"]) > limit:
-        raise LayoutError("filesystem.label %r: %s labels have 1 to %d characters"
-                          % (fs["label"], fs["type"], limit))
-    if params["reserve_bytes"] < 0:
-        raise LayoutError("reserve_bytes must not be negative")
-    for item in params["directories"]:
-        if item.get("mode") is not None:
-            try:
-                int(item["mode"], 8)
-            except ValueError:
-                raise LayoutError("directories: mode %r of %s is not octal" % (item["mode"], item["path"]))
-
-
-def run(module):
-    params = module.params
-    validate(params)
-    host = HostRoot(params["root"])
-    layout = NvmeLayout(Runner(module), params, host, check_mode=module.check_mode)
-    with node_lock(host.path(DEFAULT_LOCK_PATH)):
-        layout.read()
-        layout.guard()
-        layout.plan()
-        if layout.actions and not module.check_mode:
-            layout.apply()
-    for warning in layout.warnings:
-        module.warn(warning)
-    result = dict(
-        changed=bool(layout.actions),
-        actions=layout.actions,
-        devices=layout.public_devices(),
-        uuid=layout.uuid,
-        mount=layout.mount_state,
-        fstab_line=layout.fstab_line_now(),
-        initramfs_update_needed=layout.initramfs_update_needed or (
-            module.check_mode and any(a["action"] == "mdadm-conf" for a in layout.actions)),
-    )
-    if module._diff:
-        result["diff"] = layout.diff_data()
-    return result
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    try:
-        result = run(module)
-    except LayoutError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    except CommandError as exc:
-        module.fail_json(msg="nvme_layout: %s" % exc, rc=exc.rc, stdout=exc.out, stderr=exc.err)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="nvme_layout: %s" % exc)
-    module.exit_json(**result)
+    module_main(NvmeLayout)
 
 
 if __name__ == "__main__":

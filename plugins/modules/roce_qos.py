@@ -40,7 +40,9 @@ attributes:
     description: Reads everything, reports the commands and writes it would run, changes nothing.
   diff_mode:
     support: full
-    description: Before/after of every managed setting.
+    description: Before/after of every managed setting (sections C(RoCE QoS settings) for
+      trust, PFC, DSCP map and ETS, C(sysfs and configfs) for ECN, CNP and rdma_cm), of the
+      persistence files and of the unit's enable link.
   platform:
     support: full
     platforms: posix
@@ -138,7 +140,8 @@ options:
       roce_mtu:
         description:
           - RoCE path MTU the plan expects (derived from the netdev MTU). Only checked; a warning
-            says when the interface's MTU gives a smaller RoCE MTU.
+            says when the interface's MTU gives a smaller RoCE MTU, or none at all (below a link
+            MTU of 352 the kernel has no RoCE).
         type: int
   backend:
     description: Tool used for trust, PFC, DSCP map and ETS.
@@ -153,10 +156,9 @@ options:
     description: Where configfs is mounted on the node.
     type: path
     default: /sys/kernel/config
-  root:
-    description: Root of the node's filesystem (for tests). Commands still run on the node.
-    type: path
-    default: /
+extends_documentation_fragment:
+  - aiinfra.datapath.node
+  - aiinfra.datapath.node.lock
 notes:
   - Firmware defaults (mlxconfig) and LLDP DCBX on the switch side are not changed; if the
     firmware owns DCBX, run C(mlnx_qos -i IF -d os) or configure the firmware first.
@@ -235,10 +237,48 @@ interfaces:
     - {interface: veth0, supported: false, reason: "no /sys/class/net/veth0/device: virtual interface",
        changed: false, actions: [], notes: []}
 actions:
-  description: Every command and write, in order, including persistence files.
+  description:
+    - Every change, in order, including persistence (see docs/architecture.md).
+      V(command) actions run C(dcb) or C(mlnx_qos) for one setting (target C(IF SETTING),
+      before/after the setting's value, text the command line); V(sysfs) actions write a
+      sysfs/configfs node (target its path, before/after the value) or create an rdma_cm group
+      (text C(mkdir PATH)); V(file) actions write the state file, the re-apply script and the
+      unit (before/after the content); a V(link) action enables the unit (target the link,
+      after the unit file).
   returned: always
   type: list
-  elements: str
+  elements: dict
+  contains:
+    kind:
+      description: What sort of change (V(command), V(sysfs), V(file) or V(link)).
+      type: str
+    target:
+      description: What it changes (C(IF SETTING), a sysfs/configfs path, a file, a link).
+      type: str
+    before:
+      description: The value or file content before (null when absent).
+      type: raw
+    after:
+      description: The value or file content after (null when removed).
+      type: raw
+    destructive:
+      description: Whether data is lost.
+      type: bool
+    reboot:
+      description: Whether it takes effect only after a reboot.
+      type: bool
+    text:
+      description: The action in words.
+      type: str
+  sample:
+    - {kind: command, target: ens1f0np0 pfc, before: [false, false, false, false, false, false, false, false],
+       after: [false, false, false, true, false, false, false, false], destructive: false, reboot: false,
+       text: "/usr/sbin/dcb pfc set dev ens1f0np0 prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off"}
+    - {kind: sysfs, target: /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos, before: "0",
+       after: "106", destructive: false, reboot: false,
+       text: "write /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos = 106"}
+    - {kind: file, target: /etc/aiinfra-datapath/roce_qos.json, before: null, after: "{...}",
+       destructive: false, reboot: false, text: "write /etc/aiinfra-datapath/roce_qos.json"}
 persist:
   description: Boot-time re-apply files and whether they changed.
   returned: always
@@ -248,254 +288,17 @@ persist:
       description: Value of O(persist).
       type: bool
     changes:
-      description: Files written (or that would be).
+      description: Files written and the unit's enable link (or that would be), as the actions' texts.
       type: list
       elements: str
 """
 
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-
-from ansible_collections.aiinfra.datapath.plugins.module_utils._dcb import DcbBackend, DcbError
-from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import (
-    LockTimeout, atomic_write, host_root, lock_path, no_lock, node_lock,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
-    describe_match, match_interfaces, parse_match,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._mlnx_qos import MlnxQosBackend, MlnxQosError
-from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import (
-    APPLY_SCRIPT, APPLY_SCRIPT_TEXT, STATE_FILE, UNIT_FILE, UNIT_LINK, UNIT_TEXT, RoceDevice,
-    consistency_warnings, describe_step, iboe_mtu, normalize, run_step, running_lldpad,
-    state_document, sysfs_steps,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import CommandError, Runner
-
-MATCH = dict(name=dict(type="str"), mac=dict(type="str"), pci=dict(type="str"), driver=dict(type="str"))
-
-
-def argument_spec():
-    return dict(
-        interfaces=dict(type="list", elements="dict", required=True, options=dict(
-            interface=dict(type="str"),
-            match=dict(type="dict", options=MATCH),
-            fabric=dict(type="str"),
-            trust=dict(type="str", choices=["dscp", "pcp"]),
-            pfc_priorities=dict(type="list", elements="int"),
-            dscp2prio=dict(type="dict"),
-            ets=dict(type="dict", options=dict(prio_tc=dict(type="list", elements="int"),
-                                               tsa=dict(type="list", elements="str"),
-                                               bw=dict(type="list", elements="int"))),
-            ecn=dict(type="dict", options=dict(rp=dict(type="list", elements="int"),
-                                               np=dict(type="list", elements="int"))),
-            cnp=dict(type="dict", options=dict(dscp=dict(type="int"), priority=dict(type="int"))),
-            roce_tos=dict(type="int"),
-            roce_mode=dict(type="str", choices=["v2", "v1"]),
-            roce_mtu=dict(type="int"),
-        )),
-        backend=dict(type="str", default="auto", choices=["auto", "dcb", "mlnx_qos"]),
-        persist=dict(type="bool", default=True),
-        configfs_root=dict(type="path", default="/sys/kernel/config"),
-        root=dict(type="path", default="/"),
-    )
-
-
-def sysfs_links(host):
-    links = {}
-    for name in host.listdir("/sys/class/net"):
-        links[name] = {"address": host.read("/sys/class/net/%s/address" % name, "")}
-    return links
-
-
-def pick_backend(choice, dev, tools, runner):
-    """(backend object, None) or (None, reason)."""
-    if choice == "auto":
-        if tools.get("mlnx_qos") and dev.has_vendor_qos():
-            choice = "mlnx_qos"
-        elif tools.get("dcb"):
-            choice = "dcb"
-        elif tools.get("mlnx_qos"):
-            choice = "mlnx_qos"
-        else:
-            return None, "neither iproute2 dcb nor mlnx_qos is installed"
-    if not tools.get(choice):
-        return None, "%s is not installed" % choice
-    cls = MlnxQosBackend if choice == "mlnx_qos" else DcbBackend
-    return cls(runner, tools[choice]), None
-
-
-def plan_interface(module, host, runner, tools, name, want, notes, quiet=False):
-    """Read one interface; return its result row, differing steps and full replay steps."""
-    p = module.params
-    dev = RoceDevice(host, name, p["configfs_root"])
-    row = {"interface": name, "supported": True, "reason": None, "backend": None, "rdma_device": None,
-           "dcbx_owner": None, "before": {}, "after": {}, "actions": [], "notes": notes, "changed": False}
-    if not dev.has_device():
-        row.update(supported=False, reason="no /sys/class/net/%s/device: virtual interface without a "
-                                           "NIC driver, DCB not supported" % name)
-        return row, [], []
-    backend, reason = pick_backend(p["backend"], dev, tools, runner)
-    if backend is None:
-        row.update(supported=False, reason=reason)
-        return row, [], []
-    row["backend"] = backend.name
-    reason = backend.probe(name)
-    if reason:
-        row.update(supported=False, reason="%s: %s" % (backend.name, reason))
-        return row, [], []
-    have = backend.read(name)
-    row["rdma_device"] = dev.rdma_device()
-    bwant = dict(want)
-    if want.get("trust") and have.get("apptrust_error"):
-        notes.append("trust: dcb cannot set it here (%s); needs iproute2 >= 6.2 or mlnx_qos"
-                     % have["apptrust_error"])
-        bwant["trust"] = None
-    if want.get("trust") == "pcp" and want.get("dscp2prio"):
-        notes.append("dscp2prio is set but trust is pcp: the DSCP map has no effect")
-    cmds = backend.commands(name, bwant, have)
-    full = [{"op": "run", "argv": c} for c in backend.full_commands(name, bwant)]
-    for key in ("trust", "pfc", "dscp2prio", "ets"):
-        if bwant.get(key) is not None:
-            value = have.get(key)
-            if key == "dscp2prio":
-                value = dict((str(d), have.get(key, {}).get(d)) for d in sorted(bwant[key]))
-                row["after"][key] = dict((str(d), v) for d, v in sorted(bwant[key].items()))
-            else:
-                row["after"][key] = bwant[key]
-            row["before"][key] = value
-    before, after, steps, sys_full = sysfs_steps(dev, want, notes)
-    row["before"].update(before)
-    row["after"].update(after)
-    owners = []
-    if have.get("dcbx") == "firmware":
-        owners.append("firmware")
-    elif have.get("dcbx") and "lld_managed" in have["dcbx"]:
-        owners.append("lld_managed")
-    if tools.get("lldpad_pids"):
-        owners.append("lldpad")
-    if owners:
-        row["dcbx_owner"] = owners[0]
-        if not quiet:
-            module.warn("%s: DCBX is owned by %s, which may override these host settings "
-                        "(mlnx_qos -i %s -d os, or stop lldpad)" % (name, " and ".join(owners), name))
-    elif have.get("dcbx") in ("os",) or (have.get("dcbx") and "host" in have["dcbx"]):
-        row["dcbx_owner"] = "os"
-    if want.get("roce_mtu"):
-        mtu = host.read("/sys/class/net/%s/mtu" % name, "")
-        if mtu.isdigit() and (iboe_mtu(int(mtu)) or 0) < want["roce_mtu"]:
-            notes.append("roce_mtu: MTU %s of %s gives RoCE MTU %s, plan expects %d; set the link MTU first"
-                         % (mtu, name, iboe_mtu(int(mtu)), want["roce_mtu"]))
-    all_steps = [{"op": "run", "argv": c} for c in cmds] + steps
-    row["actions"] = [describe_step(s) for s in all_steps]
-    row["changed"] = bool(all_steps)
-    return row, all_steps, full + sys_full
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main
+from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import RoceQos
 
 
 def main():
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    host = host_root(module)
-    try:
-        # one lock around read -> plan -> apply -> persist, so that a run never plans against a
-        # state that another run is changing (none in check mode: nothing changes)
-        with node_lock(lock_path(host)) if not module.check_mode else no_lock():
-            run(module, host)
-    except LockTimeout as exc:
-        module.fail_json(msg=str(exc))
-    except (IOError, OSError) as exc:
-        module.fail_json(msg="roce_qos: %s" % exc)
-
-
-def run(module, host):
-    """Read, plan, apply and persist; ends in exit_json or fail_json."""
-    p = module.params
-    runner = Runner(module)
-
-    links = sysfs_links(host)
-    errors, resolved = [], []
-    for index, item in enumerate(p["interfaces"]):
-        where = "interfaces[%d]" % index
-        match = parse_match({"name": item.get("interface"), "match": item.get("match")})
-        if not match:
-            errors.append("%s: give interface or match" % where)
-            continue
-        names = match_interfaces(links, host, match)
-        if len(names) != 1:
-            errors.append("%s: %s matches %s interfaces (%s); it must match exactly one"
-                          % (where, describe_match(match), len(names), ", ".join(names) or "none present"))
-            continue
-        want, errs = normalize(item, where)
-        errors.extend(errs)
-        resolved.append((names[0], want))
-    if len(set(n for n, w in resolved)) != len(resolved):
-        errors.append("an interface appears more than once in interfaces")
-    if errors:
-        module.fail_json(msg="roce_qos: %d problem(s), nothing changed: %s"
-                         % (len(errors), "; ".join(errors)), errors=errors)
-
-    tools = {"dcb": runner.which("dcb"), "mlnx_qos": runner.which("mlnx_qos"),
-             "lldpad_pids": running_lldpad(host)}
-    rows, plans, replay = [], [], {}
-    try:
-        for name, want in resolved:
-            for warning in consistency_warnings(name, want):
-                module.warn(warning)
-            row, steps, full = plan_interface(module, host, runner, tools, name, want, [])
-            for note in row["notes"]:
-                module.warn("%s: %s" % (name, note))
-            rows.append(row)
-            plans.append((row, steps))
-            if row["supported"]:
-                replay[name] = {"backend": row["backend"], "steps": full}
-    except (DcbError, MlnxQosError, CommandError) as exc:
-        module.fail_json(msg="reading QoS state failed: %s" % exc)
-
-    persist = {"enabled": p["persist"], "changes": []}
-    files = []
-    if p["persist"] and replay:
-        files = [(STATE_FILE, state_document(replay), 0o644), (APPLY_SCRIPT, APPLY_SCRIPT_TEXT, 0o755),
-                 (UNIT_FILE, UNIT_TEXT, 0o644)]
-        files = [(path, text, mode) for path, text, mode in files if host.read_raw(path) != text]
-        persist["changes"] = ["write %s" % f[0] for f in files]
-        link_ok = os.path.islink(host.path(UNIT_LINK)) and os.readlink(host.path(UNIT_LINK)) == UNIT_FILE
-        if not link_ok:
-            persist["changes"].append("enable %s (link %s)" % (os.path.basename(UNIT_FILE), UNIT_LINK))
-
-    actions = [a for row in rows for a in row["actions"]] + persist["changes"]
-    diff = {"before": dict((r["interface"], r["before"]) for r in rows if r["changed"]),
-            "after": dict((r["interface"], r["after"]) for r in rows if r["changed"])}
-    for path, text, _mode in files:
-        diff["before"][path] = host.read_raw(path) or ""
-        diff["after"][path] = text
-    result = dict(changed=bool(actions), interfaces=rows, actions=actions, persist=persist, diff=diff)
-    if module.check_mode or not actions:
-        module.exit_json(**result)
-
-    try:
-        for _row, steps in plans:
-            for step in steps:
-                run_step(step, host, runner)
-        for path, text, mode in files:
-            atomic_write(host.path(path), text, mode=mode)
-        if p["persist"] and replay and "enable" in " ".join(persist["changes"]):
-            link = host.path(UNIT_LINK)
-            if not os.path.isdir(os.path.dirname(link)):
-                os.makedirs(os.path.dirname(link), 0o755)
-            if os.path.lexists(link):
-                os.unlink(link)
-            os.symlink(UNIT_FILE, link)
-    except (CommandError, OSError, IOError) as exc:
-        module.fail_json(msg="applying RoCE QoS failed: %s" % exc, **result)
-
-    # Read back: a second plan must be empty, or the device refused a setting.
-    left = []
-    for name, want in resolved:
-        row, steps, dummy = plan_interface(module, host, runner, tools, name, want, [], quiet=True)
-        left.extend("%s: %s" % (name, s) for s in row["actions"])
-    if left:
-        module.fail_json(msg="read back differs after applying, the device did not take: %s"
-                         % "; ".join(left), **result)
-    module.exit_json(**result)
+    module_main(RoceQos)
 
 
 if __name__ == "__main__":

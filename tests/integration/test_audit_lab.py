@@ -39,7 +39,8 @@ THP = "/sys/kernel/mm/transparent_hugepage"
 # Non-failing findings a converged lab node has: kernel arguments wait for a reboot the lab
 # never does, global net.core keys are read-only in a node's namespace, veth has no DCB.
 LAB_INFO_CHECKS = {"cmdline-pending", "sysctl-read-only", "sysctl-missing", "qos-unsupported"}
-CAPABILITIES = ["sysctl", "hugepages", "thp", "cmdline", "mtu", "qos", "firmware", "storage", "k8s"]
+CAPABILITIES = ["sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
+                "nfd_labels"]
 
 
 def _read(path: str) -> str:
@@ -77,8 +78,8 @@ def failing(report: dict[str, Any]) -> list[tuple[str, str, str]]:
 def global_only(report: dict[str, Any]) -> bool:
     """Failing findings only on values the host kernel shares with every lab on this machine."""
     items = [f for f in report["findings"] if f["severity"] != "info"]
-    return bool(items) and all(f["capability"] in ("hugepages", "thp")
-                               or (f["capability"] == "sysctl" and not f["key"].startswith("net."))
+    return bool(items) and all(f["capability"] == "hugepages"
+                               or (f["capability"] == "sysctl_profile" and not f["key"].startswith("net."))
                                for f in items)
 
 
@@ -128,8 +129,8 @@ def test_audit_converged_then_exactly_the_hand_made_drift(converged: LabHandle, 
         drift_dir = tmp_path / "drift"
         result, report = audit(lab, drift_dir)
         assert result.rc != 0, "audit_fail_on=drift must fail the play"
-        assert failing(report) == [("node2", "sysctl", "net.ipv4.tcp_mtu_probing"), ("node3", "mtu", "ens1f0np0"),
-                                   ("node4", "storage", MOUNT)], \
+        assert failing(report) == [("node2", "sysctl_profile", "net.ipv4.tcp_mtu_probing"),
+                                   ("node3", "link_mtu", "ens1f0np0"), ("node4", "nvme_layout", MOUNT)], \
             json.dumps([f for f in report["findings"] if f["severity"] != "info"], indent=1)
         by_key = {f["key"]: f for f in report["findings"] if f["severity"] != "info"}
         probing_finding = by_key["net.ipv4.tcp_mtu_probing"]
@@ -144,7 +145,7 @@ def test_audit_converged_then_exactly_the_hand_made_drift(converged: LabHandle, 
         cases = junit(drift_dir)
         failed = sorted((n, name) for n, c in cases.items() for name, case in c.items()
                         if case.find("failure") is not None)
-        assert failed == [("node2", "sysctl"), ("node3", "mtu"), ("node4", "storage")]
+        assert failed == [("node2", "sysctl_profile"), ("node3", "link_mtu"), ("node4", "nvme_layout")]
         root = ET.parse(drift_dir / "audit.xml").getroot()
         assert root.get("tests") == str(4 * len(CAPABILITIES)) and root.get("failures") == "3"
         # Markdown: the three rows, errors first, in their capability tables.
@@ -156,7 +157,7 @@ def test_audit_converged_then_exactly_the_hand_made_drift(converged: LabHandle, 
         assert any("| node3 | ens1f0np0 | 9000 | 4000 |" in r for r in rows)
         assert any(f"| node4 | {MOUNT} | mounted | not mounted |" in r for r in rows)
         headings = [line[3:] for line in md.splitlines() if line.startswith("## ")]
-        assert set(headings[:3]) == {"sysctl", "mtu", "storage"}
+        assert set(headings[:3]) == {"sysctl_profile", "link_mtu", "nvme_layout"}
 
         # --check: the same report, nothing changed on the nodes; audit_fail_on=never passes.
         check_dir = tmp_path / "check"

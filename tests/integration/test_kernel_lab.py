@@ -36,7 +36,7 @@ def write(path: str, value: str) -> None:
 def plan(sysctl: dict[str, Any] | None = None, pages: list[dict[str, Any]] | None = None,
          thp: dict[str, Any] | None = None, args: list[str] | None = None) -> dict[str, Any]:
     return {
-        "sysctl": {"file": SYSCTL_FILE, "keys": sysctl or {}},
+        "sysctl_profile": {"file": SYSCTL_FILE, "keys": sysctl or {}},
         "hugepages": {"pages": pages or [], "thp": thp, "mounts": []},
         "kernel_cmdline": {"args": args or []},
     }

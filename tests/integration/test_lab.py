@@ -228,9 +228,9 @@ def test_lab_spec_validates_and_plans_every_node(lab: LabHandle) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     plan = json.loads(subprocess.run([os.path.join(VENV_BIN, "datapath"), "plan", inv, "--host", "node2"],
                                      capture_output=True, text=True, check=True).stdout)
-    assert plan["storage"]["devices"] == [lab.state["nodes"]["node2"]["nvme"]]
-    assert {i["name"]: i["mtu"] for i in plan["interfaces"]} == {"eno1": 1500, "ens1f0np0": 9000}
-    assert plan["qos"][0]["roce_tos"] == 106
+    assert plan["nvme_layout"]["devices"] == [lab.state["nodes"]["node2"]["nvme"]]
+    assert {i["name"]: i["mtu"] for i in plan["link_mtu"]["interfaces"]} == {"eno1": 1500, "ens1f0np0": 9000}
+    assert plan["roce_qos"]["interfaces"][0]["roce_tos"] == 106
 
 
 def test_source_server_serves_ranges_on_its_fabric_and_down_removes_it(scratch_lab, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -39,16 +39,21 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2 (ip netns)"),
 ]
 
-# Runs the module logic (no Ansible) with JSON arguments; prints the result or the failure as JSON.
+# Runs the capability (no AnsibleModule) with JSON arguments, validated against its own spec, through
+# the contract's runner; prints the result (a failure has failed: true and msg) as JSON. The cache lock
+# lies next to the arguments file, so that concurrent test runs never share it.
 DRIVER = r"""
-import json, sys
-from ansible_collections.aiinfra.datapath.plugins.module_utils import _model_cache as mc
+import json, os, sys
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, run
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.cache import ModelCache
 args = json.load(open(sys.argv[1]))
-try:
-    result = mc.run_cache(**args)
-    result.pop("diff", None)
-except mc.ModelCacheError as exc:
-    result = dict(exc.result, failed=True, msg=exc.msg)
+args.setdefault("lock_file", os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "model-cache.lock"))
+checked = ArgumentSpecValidator(**ModelCache.module_spec()).validate(args)
+if checked.error_messages:
+    result = dict(failed=True, msg="; ".join(checked.error_messages))
+else:
+    result = run(ModelCache, checked.validated_parameters, Node(None))
 print(json.dumps(result))
 """
 
@@ -145,8 +150,8 @@ def test_download_publishes_verified_files(netns, tmp_path, cache_root):
     entries = publish_tree(tmp_path / "srv" / "m" / "v1", files)
     entries[1]["size"] = None  # taken from HEAD
     url = netns.serve(tmp_path / "srv")
-    result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="v1", source=url + "/m/v1",
-                                                                files=entries)])
+    result = netns.run_cache(cache_dir=str(cache_root), models=[dict(name="m", version="v1", source=url + "/m/v1",
+                                                                     files=entries)])
     assert not result.get("failed"), result
     model = result["models"][0]
     assert model["status"] == "published" and model["bytes_moved"] == sum(len(d) for d in files.values())
@@ -154,8 +159,8 @@ def test_download_publishes_verified_files(netns, tmp_path, cache_root):
     for rel, data in files.items():
         assert (cache_root / "m" / "v1" / rel).read_bytes() == data
     assert os.readlink(cache_root / "m" / "current") == "v1"
-    again = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="v1", source=url + "/m/v1",
-                                                               files=entries)])
+    again = netns.run_cache(cache_dir=str(cache_root), models=[dict(name="m", version="v1", source=url + "/m/v1",
+                                                                    files=entries)])
     assert again["changed"] is False and again["models"][0]["bytes_moved"] == 0
 
 
@@ -164,8 +169,8 @@ def test_manifest_over_http(netns, tmp_path, cache_root):
     (tmp_path / "srv" / "m" / "SHA256SUMS").write_text("".join("%s  %s\n" % (e["sha256"], e["path"])
                                                                for e in entries))
     url = netns.serve(tmp_path / "srv")
-    result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                manifest="SHA256SUMS")])
+    result = netns.run_cache(cache_dir=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
+                                                                     manifest="SHA256SUMS")])
     assert [f["path"] for f in result["models"][0]["files"]] == ["a.bin", "b.bin"]
     assert (cache_root / "m" / "1" / "b.bin").read_bytes() == blob(2000, 3)
 
@@ -176,11 +181,11 @@ def test_interrupted_transfer_resumes_on_the_next_run(netns, tmp_path, cache_roo
     url = netns.serve(tmp_path / "srv", "--drop-after", str(2 * MiB), "--drops", "1",
                       "--log", str(tmp_path / "requests.log"))
     models = [dict(name="m", version="1", source=url + "/m", files=entries)]
-    failed = netns.run_cache(root=str(cache_root), models=models, retries=0)
+    failed = netns.run_cache(cache_dir=str(cache_root), models=models, retries=0)
     assert failed.get("failed") and "at byte %d" % (2 * MiB) in failed["msg"], failed
     part = cache_root / ".staging" / "m" / "1" / "w.bin.part"
     assert part.stat().st_size == 2 * MiB
-    result = netns.run_cache(root=str(cache_root), models=models, retries=0)
+    result = netns.run_cache(cache_dir=str(cache_root), models=models, retries=0)
     assert not result.get("failed"), result
     assert result["models"][0]["resumed_bytes"] == 2 * MiB
     assert result["models"][0]["bytes_moved"] == len(data) - 2 * MiB
@@ -192,8 +197,8 @@ def test_interrupted_transfer_is_retried_within_the_run(netns, tmp_path, cache_r
     data = blob(5 * MiB)
     entries = publish_tree(tmp_path / "srv" / "m", {"w.bin": data})
     url = netns.serve(tmp_path / "srv", "--drop-after", str(MiB), "--drops", "2")
-    result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                files=entries)], retries=3)
+    result = netns.run_cache(cache_dir=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
+                                                                     files=entries)], retries=3)
     assert not result.get("failed"), result
     assert result["models"][0]["resumed_bytes"] == MiB + 2 * MiB  # resumed at 1 MiB, then at 2 MiB
     assert result["models"][0]["bytes_moved"] == len(data)
@@ -207,8 +212,8 @@ def test_server_without_range_restarts_from_zero(netns, tmp_path, cache_root):
     part.parent.mkdir(parents=True)
     part.write_bytes(data[:MiB])
     url = netns.serve(tmp_path / "srv", "--no-range")
-    result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                files=entries)])
+    result = netns.run_cache(cache_dir=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
+                                                                     files=entries)])
     assert not result.get("failed"), result
     assert result["models"][0]["resumed_bytes"] == 0 and result["models"][0]["bytes_moved"] == len(data)
     assert (cache_root / "m" / "1" / "w.bin").read_bytes() == data
@@ -221,8 +226,8 @@ def test_corrupted_source_byte_is_detected_and_nothing_published(netns, tmp_path
     bad[MiB + 77] ^= 0x01
     (tmp_path / "srv" / "m" / "w.bin").write_bytes(bytes(bad))
     url = netns.serve(tmp_path / "srv")
-    result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
-                                                                files=entries)])
+    result = netns.run_cache(cache_dir=str(cache_root), models=[dict(name="m", version="1", source=url + "/m",
+                                                                     files=entries)])
     assert result.get("failed")
     assert "checksum mismatch" in result["msg"] and entries[0]["sha256"] in result["msg"]
     assert result["actual_sha256"] == sha(bytes(bad))
@@ -235,8 +240,8 @@ def test_s3_requests_are_path_style_and_signed(netns, tmp_path, cache_root):
     entries = publish_tree(tmp_path / "srv" / "bucket" / "llama" / "v1", {"w.bin": data})
     log = tmp_path / "requests.log"
     url = netns.serve(tmp_path / "srv", "--log", str(log))
-    result = netns.run_cache(root=str(cache_root), models=[dict(name="m", version="1", source="s3://bucket/llama/v1",
-                                                                files=entries)],
+    result = netns.run_cache(cache_dir=str(cache_root),
+                             models=[dict(name="m", version="1", source="s3://bucket/llama/v1", files=entries)],
                              s3=dict(endpoint_url=url, region="us-east-1", access_key="AKIDEXAMPLE",
                                      secret_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"))
     assert not result.get("failed"), result
@@ -273,9 +278,8 @@ def test_throughput_against_curl(netns, tmp_path):
         figures["curl+fsync"].append(size / (time.monotonic() - started))
         target.unlink()
         root = dest / ("models-%d" % attempt)
-        result = netns.run_cache(root=str(root), models=[dict(name="big", version="1", source=url,
-                                                              files=[dict(path="model.bin", sha256=digest.hexdigest(),
-                                                                          size=size)])])
+        result = netns.run_cache(cache_dir=str(root), models=[dict(name="big", version="1", source=url, files=[
+            dict(path="model.bin", sha256=digest.hexdigest(), size=size)])])
         assert not result.get("failed"), result
         figures["model_cache"].append(result["models"][0]["throughput_bytes_per_s"])
         shutil.rmtree(root)

@@ -40,8 +40,8 @@ def interfaces(rdma: int = 9000, mgmt: int | None = None) -> list[dict[str, Any]
 
 def plan(ifaces: list[dict[str, Any]] | None = None, qos: list[dict[str, Any]] | None = None,
          policies: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"interfaces": ifaces if ifaces is not None else interfaces(),
-            "qos": qos or [], "firmware": {"policies": policies or []}}
+    return {"link_mtu": {"interfaces": ifaces if ifaces is not None else interfaces()},
+            "roce_qos": {"interfaces": qos or []}, "nic_firmware": {"policies": policies or []}}
 
 
 def mtus(lab: LabHandle, node: str) -> dict[str, int]:
@@ -91,8 +91,11 @@ def test_link_mtu_networkd_set_persisted_idempotent_and_check_mode(lab: LabHandl
         assert result.rc == 0, result.stdout[-3000:]
         res = result.task_results(MTU_TASK)["node1"]
         assert res["changed"] is True
-        assert f"ip link set dev {RDMA} mtu 4200" in res["actions"]
-        assert f"write {NETWORKD_LINK}" in " ".join(res["actions"])
+        texts = [action["text"] for action in res["actions"]]
+        assert f"ip link set dev {RDMA} mtu 4200" in texts
+        assert f"write {NETWORKD_LINK}" in " ".join(texts)
+        assert [(a["kind"], a["target"], a["after"]) for a in res["actions"] if a["kind"] == "mtu"] == [
+            ("mtu", RDMA, 4200)]
         for node in ("node1", "node2"):
             assert mtus(lab, node) == before[node]
             assert files(lab, node, NETWORKD_LINK)[NETWORKD_LINK] is None

@@ -151,7 +151,7 @@ def put_fstab(tmp_path: Path) -> Path:
 
 
 def kinds(result: dict) -> list[str]:
-    return [a["action"] for a in result["actions"]]
+    return [a["kind"] for a in result["actions"]]
 
 
 def test_single_device_from_empty_then_idempotent(disks, tmp_path, run_module):

@@ -38,7 +38,7 @@ NET_KEYS = ("net.core.somaxconn", "net.ipv4.tcp_rmem")
 
 def _plan(somaxconn: int, rmem_max: int, mount: bool = True) -> dict[str, Any]:
     return {
-        "sysctl": {"file": SYSCTL_FILE, "keys": {
+        "sysctl_profile": {"file": SYSCTL_FILE, "keys": {
             "net.core.somaxconn": {"value": str(somaxconn), "mode": "exact"},
             "net.ipv4.tcp_rmem": {"value": f"4096 131072 {rmem_max}", "mode": "exact"}}},
         "hugepages": {"pages": [], "thp": None,
@@ -317,7 +317,7 @@ def test_read_only_proc_sys(lab: LabHandle, clean: None, reliability) -> None:
     lab.sh(node, "mount -o bind,ro /proc/sys /proc/sys")
     try:
         with reliability.case("read-only-proc-sys", "/proc/sys bind-mounted read-only in the node (as in "
-                              "containers); sysctl role with 2 keys", area="kernel") as case:
+                              "containers); sysctl_profile role with 2 keys", area="kernel") as case:
             result = _run(lab, _plan(int(before["net.core.somaxconn"]) + 5, 8388611, mount=False), limit=node)
             msg = _msg(result, node)
             case.did(f"rc={result.rc}: {msg}")
@@ -473,9 +473,9 @@ def test_root_disk_refused(lab: LabHandle, reliability) -> None:
         res = result.task_results("NVMe layout (module case)").get(node, {})
         case.did(f"rc={result.rc} (check mode): {msg or 'NOT refused'}; devices seen "
                  f"{json.dumps(res.get('devices'))[:300]}; planned actions "
-                 f"{[a.get('action') for a in res.get('actions', [])]}")
+                 f"{[a.get('kind') for a in res.get('actions', [])]}")
         assert head_sha() == head
-        assert result.rc != 0, f"nvme_layout planned {[a.get('action') for a in res.get('actions', [])]} on {root_disk}"
+        assert result.rc != 0, f"nvme_layout planned {[a.get('kind') for a in res.get('actions', [])]} on {root_disk}"
         assert res.get("actions", []) == []
         assert result.rc != 0 and root_disk.split("/")[-1] in msg
         case.checked("refused in check mode (never run for real); first MiB of the root disk "

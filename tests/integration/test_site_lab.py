@@ -22,7 +22,8 @@ pytestmark = pytest.mark.lab
 SITE = os.path.join(REPO, "playbooks", "site.yml")
 APPLY_TASK = "Facts, plan and every capability module, once each, in dependency order"
 SYSCTL_FILE, _HUGEPAGES_FILE, FEATURES = NODE_FILES
-ALL = ["sysctl", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_cache", "k8s_node"]
+ALL = ["sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
+       "nfd_labels"]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def test_check_mode_reports_changes_and_changes_nothing(site_lab: LabHandle) -> 
         row = rows[node]
         assert row["changed"], row
         assert row["capabilities"] == ALL
-        assert row["results"]["sysctl"]["changed"]
+        assert row["results"]["sysctl_profile"]["changed"]
         assert row["diff"], "the capability modules' diffs are returned"
         assert row["ansible_facts"]["datapath_plan"]["host"] == node
         assert row["ansible_facts"]["datapath_facts"]["memory_bytes"] > 0
@@ -72,13 +73,13 @@ def test_check_mode_reports_changes_and_changes_nothing(site_lab: LabHandle) -> 
 
 def test_tags_select_capabilities_inside_the_one_task(site_lab: LabHandle) -> None:
     node = site_lab.nodes[0]
-    result = site_lab.playbook(SITE, "--tags", "sysctl,k8s", limit=node,
-                               extra_vars={"k8s_node_label_prefix": "example.org"})
+    result = site_lab.playbook(SITE, "--tags", "sysctl_profile,k8s", limit=node,
+                               extra_vars={"nfd_labels_prefix": "example.org"})
     assert result.rc == 0, failures(result)
     row = applied(result)[node]
-    assert row["capabilities"] == ["sysctl", "k8s_node"]
-    assert row["results"]["nvme_cache"] == {} and row["results"]["link_mtu"] == {}
-    assert set(row["seconds"]) == {"sysctl", "k8s_node"}
+    assert row["capabilities"] == ["sysctl_profile", "nfd_labels"]
+    assert row["results"]["nvme_layout"] == {} and row["results"]["link_mtu"] == {}
+    assert set(row["seconds"]) == {"sysctl_profile", "nfd_labels"}
     state = node_state(site_lab, node)
     assert "net.ipv4.tcp_rmem" in state                 # the sysctl drop-in is written
     assert "example.org/" in state                      # a role variable reached nfd_labels
@@ -96,7 +97,7 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
         assert site_lab.sh(node, f"findmnt -n {CACHE_MOUNT}", check=False).stdout, "cache mounted"
     written = json.loads(summary.read_text())
     assert sorted(written) == sorted(site_lab.nodes)
-    assert "nvme_cache" in written[site_lab.nodes[0]]["changed"]
+    assert "nvme_layout" in written[site_lab.nodes[0]]["changed"]
     assert any(line.startswith("roce_qos ens1f0np0") for line in written[site_lab.nodes[0]]["unsupported"])
 
     again = site_lab.playbook(SITE)
@@ -110,11 +111,11 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
 def test_a_failing_capability_stops_the_host_and_names_it(site_lab: LabHandle) -> None:
     node = site_lab.nodes[-1]
     result = site_lab.playbook(SITE, "--tags", "kernel", limit=node,
-                               extra_vars={"sysctl_keys": {"net.core.no_such_key": {"value": "1"}}})
+                               extra_vars={"sysctl_profile_keys": {"net.core.no_such_key": {"value": "1"}}})
     assert result.rc != 0
     row = applied(result)[node]
     assert row["failed"]
-    assert row["msg"].startswith("sysctl: "), row["msg"]
+    assert row["msg"].startswith("sysctl_profile: "), row["msg"]
     assert "no_such_key" in row["msg"]
     assert row["results"]["hugepages"] == {}, "nothing runs after the failed capability"
 

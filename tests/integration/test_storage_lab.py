@@ -1,4 +1,4 @@
-"""nvme_cache and k8s_node through real ansible-playbook on lab nodes (real loop devices).
+"""nvme_layout and nfd_labels through real ansible-playbook on lab nodes (real loop devices).
 
 Each lab node has one loop device (``datapath_lab_nvme``, visible at the same /dev/loopN
 path inside the node) and its own mount namespace and /etc (overlay): the cache is mounted
@@ -34,7 +34,7 @@ HEADER = "# Written by aiinfra.datapath (nfd_labels). Do not edit: changes are o
 def plan(devices: list[str], wipe: list[str] | None = None, raid: dict[str, Any] | None = None,
          labels: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "storage": {
+        "nvme_layout": {
             "devices": devices, "select": None, "raid": raid,
             "filesystem": {"type": "xfs", "label": "model-cache"},
             "mount": {"path": MOUNT, "options": ["noatime", "nodiratime"]},
@@ -43,11 +43,12 @@ def plan(devices: list[str], wipe: list[str] | None = None, raid: dict[str, Any]
             "reserve_bytes": 0,
             "wipe_serials": wipe or [],
         },
-        "interfaces": [{"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500},
-                       {"name": "ens1f0np0", "match": {"name": "ens1f0np0"}, "fabric": "rdma", "mtu": 9000}],
-        "qos": [{"interface": "ens1f0np0", "match": {"name": "ens1f0np0"}, "fabric": "rdma"}],
-        "k8s": {"labels": labels if labels is not None else {"aiinfra.io/pool": "lab"},
-                "local_volume_class": "local-nvme"},
+        "link_mtu": {"interfaces": [
+            {"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500},
+            {"name": "ens1f0np0", "match": {"name": "ens1f0np0"}, "fabric": "rdma", "mtu": 9000}]},
+        "roce_qos": {"interfaces": [{"interface": "ens1f0np0", "match": {"name": "ens1f0np0"}, "fabric": "rdma"}]},
+        "nfd_labels": {"labels": labels if labels is not None else {"aiinfra.io/pool": "lab"},
+                       "local_volume_class": "local-nvme"},
     }
 
 
@@ -113,7 +114,7 @@ def features_expected(lab: LabHandle, node: str, labels: dict[str, str]) -> str:
 
 def run(lab: LabHandle, node: str, plans: dict[str, Any], check: bool = False, **extra: Any) -> Any:
     return lab.playbook(PLAYBOOK, check=check, diff=True, limit=node,
-                        extra_vars={"test_plans": plans, "k8s_node_roce_ready": {"rdma": True}, **extra})
+                        extra_vars={"test_plans": plans, "nfd_labels_roce_ready": {"rdma": True}, **extra})
 
 
 def test_single_device_layout_check_mode_idempotence_features_manifests(
@@ -128,8 +129,8 @@ def test_single_device_layout_check_mode_idempotence_features_manifests(
     assert result.rc == 0, result.stdout[-3000:]
     layout = result.task_results(LAYOUT_TASK)[node]
     assert layout["changed"] is True
-    assert [a["action"] for a in layout["actions"]][0] == "partition"
-    assert {"mkfs", "mount", "fstab", "directory"} <= {a["action"] for a in layout["actions"]}
+    assert [a["kind"] for a in layout["actions"]][0] == "partition"
+    assert {"mkfs", "mount", "fstab", "directory"} <= {a["kind"] for a in layout["actions"]}
     assert on_disk(lab, node, dev) == before
     assert lab.sh(node, "cat /etc/fstab").stdout == fstab_before
     assert findmnt(lab, node) == ""
@@ -218,7 +219,7 @@ def test_foreign_filesystem_is_refused_then_wiped_when_named(lab: LabHandle, cle
     # Named in wipe_serials (a loop device has no serial: its path), the layout proceeds.
     result = run(lab, node, {node: plan([dev], wipe=[dev])})
     assert result.rc == 0, result.stdout[-3000:]
-    actions = [a["action"] for a in result.task_results(LAYOUT_TASK)[node]["actions"]]
+    actions = [a["kind"] for a in result.task_results(LAYOUT_TASK)[node]["actions"]]
     assert actions[0] == "wipe" and "mkfs" in actions
     assert findmnt(lab, node).split()[:2] == [f"{dev}p1", "xfs"]
     assert "ext4" not in lab.sh(node, f"wipefs -n {dev}; blkid -p {dev}p1", check=False).stdout
@@ -230,7 +231,7 @@ def test_interrupted_after_partitioning_converges(lab: LabHandle, clean: None) -
     lab.sh(node, f"sgdisk -n 1:2048:0 -t 1:8300 -c 1:aiinfra-cache {dev} >/dev/null && partprobe {dev}")
     result = run(lab, node, {node: plan([dev])})
     assert result.rc == 0, result.stdout[-3000:]
-    actions = [a["action"] for a in result.task_results(LAYOUT_TASK)[node]["actions"]]
+    actions = [a["kind"] for a in result.task_results(LAYOUT_TASK)[node]["actions"]]
     assert "partition" not in actions and "wipe" not in actions and "mkfs" in actions
     assert findmnt(lab, node).split()[:2] == [f"{dev}p1", "xfs"]
     again = run(lab, node, {node: plan([dev])})

@@ -98,7 +98,8 @@ def test_introspection_of_the_installed_collection_finds_its_dependencies(ee_con
     assert python == ["pydantic==2.14.4", "ruamel.yaml==0.19.1"]
     assert "openssh-clients [platform:rpm]" in system
     # The EE's `datapath` CLI runs the spec CLI from the installed collection.
-    proc = subprocess.run([sys.executable, "-m", "ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.cli",
+    cli = "ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.cli"
+    proc = subprocess.run([sys.executable, "-m", cli,
                            "validate", str(REPO / "inventories" / "example")],
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "c")},
                           capture_output=True, text=True, check=False)

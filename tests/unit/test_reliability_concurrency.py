@@ -8,8 +8,9 @@ Modules that change state take ``node_lock`` (module_utils/_fs.py, an flock on
   interleaved) and the live values agree with the file afterwards (the lock is held around
   the whole read -> plan -> apply -> persist);
 * a run that finds the lock held fails with a clear message instead of writing;
-* every state-changing module takes the lock around read+plan+apply (read from the module
-  source).
+* every state-changing capability takes the lock around read+plan+apply, in check mode as in
+  a real run: the one runner (module_utils/_capability.py) holds it, and a capability run
+  with the lock held by another process fails before it reads anything.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.module_utils import _fs
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _batch, _capability, _fs
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import render_conf
 from ansible_collections.aiinfra.datapath.plugins.modules import sysctl_profile
 
@@ -110,13 +110,9 @@ def test_lock_held_fails_cleanly(run_module, tmp_path: Path, monkeypatch: pytest
     (root / "proc/sys/vm").mkdir(parents=True)
     (root / "proc/sys/vm/swappiness").write_text("60\n")
     lock = root / "run" / "aiinfra-datapath.lock"
-    monkeypatch.setattr(sysctl_profile, "node_lock", functools.partial(_fs.node_lock, timeout=0.5, poll=0.05))
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time\n"
-                               f"os.makedirs({str(lock.parent)!r}, exist_ok=True)\n"
-                               f"f=open({str(lock)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-                               "print('held', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    monkeypatch.setattr(_capability, "node_lock", functools.partial(_fs.node_lock, timeout=0.5, poll=0.05))
+    holder = _hold(lock)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with reliability.case("lock-held-by-other-run",
                               "another run holds the node lock while sysctl_profile wants to apply",
                               area="concurrency") as case:
@@ -132,34 +128,45 @@ def test_lock_held_fails_cleanly(run_module, tmp_path: Path, monkeypatch: pytest
         holder.wait()
 
 
-def test_which_modules_take_node_lock(reliability) -> None:
-    modules_dir = os.path.join(REPO, "plugins", "modules")
-    writers = {"sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nvme_layout", "nfd_labels"}
-    with reliability.case("node-lock-coverage", "which state-changing modules serialise on node_lock",
-                          area="concurrency") as case:
-        took, missing, scope = [], [], {}
-        for name in sorted(writers):
-            src = open(os.path.join(modules_dir, name + ".py")).read()
-            if "with node_lock(" not in src:
-                missing.append(name)
-                continue
-            took.append(name)
-            body = src[src.index("with node_lock("):]
-            block = body.split("\n")[1:12]
-            # the lock encloses the state read itself, or the module's whole run(module...)
-            whole = any(re.search(r"\.read\(\)|\brun\(module\b", line) for line in block)
-            scope[name] = "read+plan+apply" if whole else "apply only"
-        case.did("lock taken by " + ", ".join(f"{n} ({scope[n]})" for n in took)
-                 + "; no lock: " + (", ".join(missing) or "none"))
-        for name in missing:
-            case.finding(f"{name} never takes node_lock: two runs at once are not serialised (its file write is "
-                         "atomic, so the file stays whole; last writer wins)")
-        for name, how in scope.items():
-            if how == "apply only":
-                case.finding(f"{name}: node_lock covers apply only; state is read and planned before the lock")
-        assert not missing, missing
-        assert all(how == "read+plan+apply" for how in scope.values()), scope
-        case.checked("source of every state-changing module inspected for `with node_lock(` and what it encloses")
+def _hold(lock: Path) -> subprocess.Popen[str]:
+    """Another process that holds the node lock ``lock`` until killed."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl,os,sys,time\n"
+                               f"os.makedirs({str(lock.parent)!r}, exist_ok=True)\n"
+                               f"f=open({str(lock)!r},'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_every_state_changing_capability_waits_for_the_node_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 check_mode: bool, reliability) -> None:
+    """Through the one runner: with the lock held elsewhere, no capability reads, plans or changes."""
+    monkeypatch.setattr(_capability, "node_lock", functools.partial(_fs.node_lock, timeout=0.3, poll=0.05))
+    writers = sorted(name for name, cls in _batch.BACKENDS.items() if not cls.read_only)
+    assert writers == ["hugepages", "kernel_cmdline", "link_mtu", "nfd_labels", "nvme_layout", "roce_qos",
+                       "sysctl_profile"]
+    root = tmp_path / "node"
+    holder = _hold(root / "run" / "aiinfra-datapath.lock")
+    try:
+        with reliability.case("node-lock-coverage" + ("-check-mode" if check_mode else ""),
+                              "every state-changing capability serialises on the node lock "
+                              f"({'check mode' if check_mode else 'real run'})", area="concurrency") as case:
+            refused = []
+            for name in writers:
+                cls = _batch.BACKENDS[name]
+                touched: list[str] = []
+                monkeypatch.setattr(cls, "validate", lambda self: None)  # parameters are not the point here
+                monkeypatch.setattr(cls, "read", lambda self, _t=touched: _t.append("read"))
+                result = _capability.run(cls, {"root": str(root)}, _capability.Node(None, str(root), check_mode))
+                assert result.get("failed") and "another aiinfra.datapath run holds" in result["msg"], (name, result)
+                assert touched == [], f"{name} read the node without the lock"
+                refused.append(name)
+            case.did("refused without reading: " + ", ".join(refused))
+            case.checked("each capability's read() never ran while another process held the lock")
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_the_lock_directory_created_by_another_run_in_between(tmp_path: Path, monkeypatch) -> None:

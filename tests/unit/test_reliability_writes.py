@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout import fstab_line, update_fstab
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.parse import fstab_line, update_fstab
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest_plugins = ["reliability_log"]
@@ -37,41 +37,41 @@ versions = [open(old_file).read(), open(new_file).read()]
 
 # One writer per managed file, each through the code the module runs.
 WRITERS = {
-    # sysctl_profile: SysctlProfile.persist -> atomic_write(host.path(file), content)
+    # sysctl_profile: SysctlProfile.apply(the managed file's file action) -> apply_file -> atomic_write
     "sysctl": """
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, file_action
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import SysctlProfile
-profile = SysctlProfile(HostRoot(root), {}, managed_file=target)
-write = profile.persist
+capability = SysctlProfile({"file": target}, Node(None, root))
+def write(text):
+    capability.apply({}, [file_action(target, "previous", text, mode=0o644)])
 """,
-    # nfd_labels: NfdLabels.apply -> atomic_write(host.path(path), after)
+    # nfd_labels: NfdLabels.apply(the features file's file action) -> apply_file -> atomic_write
     "nfd": """
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, file_action
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
-labels = NfdLabels({"prefix": "aiinfra.io", "path": target}, HostRoot(root))
-labels.before = "previous"
+capability = NfdLabels({"prefix": "aiinfra.io", "path": target}, Node(None, root))
 def write(text):
-    labels.after = text
-    labels.apply()
+    capability.apply({}, [file_action(target, "previous", text, mode=0o644)])
 """,
-    # kernel_cmdline grub_d backend: apply -> atomic_write(host.path(drop_in), after)
+    # kernel_cmdline: KernelCmdline.apply(the drop-in's file action) -> apply_file -> atomic_write
     "grub": """
-from ansible_collections.aiinfra.datapath.plugins.module_utils import _cmdline
-backend = _cmdline.GrubDropIn.__new__(_cmdline.GrubDropIn)
-backend.host = HostRoot(root)
-backend.params = {"drop_in": target, "update_bootloader": False}
-backend.before = "previous"
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, file_action
+from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import KernelCmdline
+capability = KernelCmdline({"drop_in": target, "update_bootloader": False}, Node(None, root))
 def write(text):
-    backend.after = text
-    backend.apply([])
+    capability.apply({}, [file_action(target, "previous", text, mode=0o644, reboot=True)])
 """,
-    # nvme_layout: the "fstab" action -> update_fstab(before, line) + atomic_write(path, mode kept)
+    # nvme_layout: the "fstab" action -> update_fstab(before, line) + apply_file (atomic_write, mode kept)
     "fstab": """
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout import (
-    _mode_of, fstab_line, update_fstab)
-path = os.path.join(root, target.lstrip("/"))
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import apply_file
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.parse import fstab_line, update_fstab
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.plan import layout_action
+host = HostRoot(root)
 def write(text):
     uuid = "11111111-2222-3333-4444-%012d" % (len(text) % 10)
-    after = update_fstab(text, fstab_line(uuid, "/mnt/model-cache", "xfs", ["noatime"]), "/mnt/model-cache", uuid)
-    atomic_write(path, after, mode=_mode_of(path, 0o644))
+    line = fstab_line(uuid, "/mnt/model-cache", "xfs", ["noatime"])
+    after = update_fstab(text, line, "/mnt/model-cache", uuid)
+    apply_file(host, layout_action("fstab", target, line, diff="file", before=text, after=after))
 """,
 }
 

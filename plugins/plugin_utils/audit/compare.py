@@ -21,7 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CAPABILITIES = ("sysctl", "hugepages", "thp", "cmdline", "mtu", "qos", "firmware", "storage", "k8s")
+# The capabilities findings belong to (named as the modules, roles and plan parts), in report order.
+CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
+                "nfd_labels")
 SEVERITIES = ("error", "warning", "info")
 KINDS = ("drift", "finding")
 FAIL_ON = ("drift", "error", "never")
@@ -137,7 +139,7 @@ def _sysctl(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) ->
     live_all = facts.get("sysctl")
     if not isinstance(live_all, Mapping):
         return
-    sysctl_plan = _map(plan.get("sysctl"))
+    sysctl_plan = _map(plan.get("sysctl_profile"))
     keys = _map(sysctl_plan.get("keys"))
     fix_file = sysctl_plan.get("file") or "the managed sysctl file"
     for key in sorted(keys):
@@ -152,11 +154,11 @@ def _sysctl(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) ->
         if state in ("missing", "unreadable") or actual is None:
             why = "does not exist on this kernel" if state == "missing" else "cannot be read"
             if ignore:
-                c.finding("sysctl", "sysctl-missing", key, wanted_text, None, "info",
+                c.finding("sysctl_profile", "sysctl-missing", key, wanted_text, None, "info",
                           f"{key} {why}; the plan allows that (ignore_missing)",
                           "nothing to do, or load the kernel module that provides the key")
             else:
-                c.drift("sysctl", "sysctl-missing", key, wanted_text, None,
+                c.drift("sysctl_profile", "sysctl-missing", key, wanted_text, None,
                         f"{key} {why}, but the plan sets it",
                         "load the module that provides it or set ignore_missing for this key")
             continue
@@ -164,14 +166,14 @@ def _sysctl(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) ->
         if ok:
             continue
         if state == "read_only" and ignore:
-            c.finding("sysctl", "sysctl-read-only", key, wanted_text, actual, "info",
+            c.finding("sysctl_profile", "sysctl-read-only", key, wanted_text, actual, "info",
                       f"{key} is read-only here (a network namespace shows the host's global value) "
                       "and the plan allows that (ignore_missing)",
                       "set the key in the initial network namespace (the host), not in the container")
             continue
         how = "below the minimum" if mode == "minimum" else "differs from the plan"
-        c.drift("sysctl", "sysctl-value", key, wanted_text, actual, f"{key} is {actual}: {how}",
-                f"run site.yml (sysctl role) to write it live and to {fix_file}; "
+        c.drift("sysctl_profile", "sysctl-value", key, wanted_text, actual, f"{key} is {actual}: {how}",
+                f"run site.yml (sysctl_profile role) to write it live and to {fix_file}; "
                 "look for a later sysctl.d file or a tool overriding it")
 
 
@@ -192,7 +194,7 @@ def _buffers(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any], o
         return
     ifaces = _map(facts.get("interfaces"))
     fastest: tuple[int, str] | None = None
-    for planned in _list(plan.get("interfaces")):
+    for planned in _list(_map(plan.get("link_mtu")).get("interfaces")):
         name = _resolve_interface(_map(planned), ifaces)
         speed = _map(ifaces.get(name)).get("speed_mbps") if name else None
         if isinstance(speed, int) and speed > 0 and (fastest is None or speed > fastest[0]):
@@ -214,7 +216,7 @@ def _buffers(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any], o
         limit = numbers[-1]  # tcp_rmem/tcp_wmem: the max field bounds autotuning
         if limit >= bdp:
             continue
-        c.finding("sysctl", "socket-buffer-bdp", key, f">= {bdp}", value, "warning",
+        c.finding("sysctl_profile", "socket-buffer-bdp", key, f">= {bdp}", value, "warning",
                   f"{key} limits a socket buffer to {limit} bytes, below the bandwidth-delay product "
                   f"{bdp} bytes of {speed} Mb/s ({where}) x {options.rtt_us:g} µs RTT: one TCP stream "
                   "cannot fill the link",
@@ -270,11 +272,11 @@ def _thp(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
         want = wanted.get(name)
         have = live.get(name)
         if want is not None and have is not None and want != have:
-            c.drift("thp", "thp-value", name, want, have,
+            c.drift("hugepages", "thp-value", name, want, have,
                     f"transparent_hugepage/{name} is {have}, the plan {want}",
                     "run site.yml (hugepages role); check for a tuned profile or boot argument that sets it")
     if live.get("defrag") == "always":
-        c.finding("thp", "thp-defrag-stalls", "defrag", "madvise or defer+madvise", "always", "warning",
+        c.finding("hugepages", "thp-defrag-stalls", "defrag", "madvise or defer+madvise", "always", "warning",
                   "transparent_hugepage/defrag=always makes every faulting allocation compact memory "
                   "synchronously: large model loads and pinned buffers stall for milliseconds",
                   "set thp.defrag to madvise or defer+madvise in the spec")
@@ -291,7 +293,7 @@ def _cmdline(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -
             continue
         name = str(arg).split("=", 1)[0]
         other = [t for t in tokens if t.split("=", 1)[0] == name]
-        c.drift("cmdline", "cmdline-pending", str(arg), str(arg), " ".join(other) or None,
+        c.drift("kernel_cmdline", "cmdline-pending", str(arg), str(arg), " ".join(other) or None,
                 f"the running kernel was booted without {arg}: a reboot is pending "
                 "(or the bootloader configuration lacks it)",
                 "run site.yml (kernel_cmdline role), then playbooks/rolling_reboot.yml", severity="info")
@@ -325,18 +327,18 @@ def _mtu(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
     ifaces = facts.get("interfaces")
     if not isinstance(ifaces, Mapping):
         return
-    for planned in _list(plan.get("interfaces")):
+    for planned in _list(_map(plan.get("link_mtu")).get("interfaces")):
         planned = _map(planned)
         name = _resolve_interface(planned, ifaces)
         want = planned.get("mtu")
         if name is None:
-            c.drift("mtu", "interface-missing", _describe(planned), want, None,
+            c.drift("link_mtu", "interface-missing", _describe(planned), want, None,
                     f"no interface matches {_describe(planned)} (fabric {planned.get('fabric')})",
                     "check cabling/driver or the interface match in the spec")
             continue
         have = _map(ifaces[name]).get("mtu")
         if want is not None and have != want:
-            c.drift("mtu", "mtu-value", name, want, have,
+            c.drift("link_mtu", "mtu-value", name, want, have,
                     f"{name} (fabric {planned.get('fabric')}) has MTU {have}, the plan {want}",
                     "run site.yml (link_mtu) to set it live and persist it")
 
@@ -365,7 +367,7 @@ def _path_mtu(c: _Collector, verify: Any, host: str) -> None:
             continue
         fabric, peer = path.get("fabric"), path.get("peer")
         mtu, largest = path.get("mtu"), path.get("largest_mtu")
-        c.finding("mtu", "path-mtu", f"{fabric}:{peer}", mtu, largest, "error",
+        c.finding("link_mtu", "path-mtu", f"{fabric}:{peer}", mtu, largest, "error",
                   f"frames of {mtu} bytes do not reach {peer} on fabric {fabric} (largest that passes: "
                   f"{largest if largest is not None else 'none'}): an MTU mismatch along the path, "
                   "often a switch port",
@@ -378,7 +380,7 @@ def _qos(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
     ifaces = facts.get("interfaces")
     if not isinstance(live_all, Mapping):
         return
-    for planned in _list(plan.get("qos")):
+    for planned in _list(_map(plan.get("roce_qos")).get("interfaces")):
         planned = _map(planned)
         name = planned.get("interface") or (
             _resolve_interface(planned, ifaces) if isinstance(ifaces, Mapping) else None)
@@ -386,7 +388,7 @@ def _qos(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
             continue  # a missing interface is reported once, by the mtu check
         live = _map(live_all[name])
         if not live.get("supported"):
-            c.finding("qos", "qos-unsupported", str(name), "lossless RoCE", None, "info",
+            c.finding("roce_qos", "qos-unsupported", str(name), "lossless RoCE", None, "info",
                       f"QoS not readable on {name}: {live.get('reason')}",
                       "nothing to do on virtual NICs; on real NICs install iproute2 dcb or mlnx_qos")
             continue
@@ -397,23 +399,23 @@ def _qos(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
 def _qos_values(c: _Collector, name: str, planned: Mapping[str, Any], live: Mapping[str, Any]) -> None:
     fix = "run site.yml (roce_qos); check that no DCBX agent (lldpad) rewrites it"
     if planned.get("trust") and live.get("trust") is not None and planned["trust"] != live["trust"]:
-        c.drift("qos", "qos-trust", f"{name}.trust", planned["trust"], live["trust"],
+        c.drift("roce_qos", "qos-trust", f"{name}.trust", planned["trust"], live["trust"],
                 f"{name} trusts {live['trust']}, the plan {planned['trust']}", fix)
     want_pfc = sorted(int(p) for p in _list(planned.get("pfc_priorities")))
     have_pfc = sorted(int(p) for p in _list(live.get("pfc_priorities")))
     if want_pfc != have_pfc:
-        c.drift("qos", "qos-pfc", f"{name}.pfc", want_pfc, have_pfc,
+        c.drift("roce_qos", "qos-pfc", f"{name}.pfc", want_pfc, have_pfc,
                 f"{name} has PFC on priorities {have_pfc}, the plan {want_pfc}", fix)
     have_map = {str(k): v for k, v in _map(live.get("dscp2prio")).items()}
     for dscp, prio in sorted(_map(planned.get("dscp2prio")).items(), key=lambda kv: int(kv[0])):
         if have_map.get(str(dscp)) != prio:
-            c.drift("qos", "qos-dscp2prio", f"{name}.dscp{dscp}", prio, have_map.get(str(dscp)),
+            c.drift("roce_qos", "qos-dscp2prio", f"{name}.dscp{dscp}", prio, have_map.get(str(dscp)),
                     f"{name} maps DSCP {dscp} to {have_map.get(str(dscp))}, the plan to {prio}", fix)
     want_ets, have_ets = planned.get("ets"), live.get("ets")
     if isinstance(want_ets, Mapping) and isinstance(have_ets, Mapping):
         for field in ("prio_tc", "tsa", "bw"):
             if want_ets.get(field) is not None and want_ets.get(field) != have_ets.get(field):
-                c.drift("qos", "qos-ets", f"{name}.ets.{field}", want_ets.get(field), have_ets.get(field),
+                c.drift("roce_qos", "qos-ets", f"{name}.ets.{field}", want_ets.get(field), have_ets.get(field),
                         f"{name} ETS {field} differs from the plan", fix)
     want_ecn, have_ecn = _map(planned.get("ecn")), live.get("ecn")
     if isinstance(have_ecn, Mapping):
@@ -421,7 +423,7 @@ def _qos_values(c: _Collector, name: str, planned: Mapping[str, Any], live: Mapp
             want = sorted(int(p) for p in _list(want_ecn.get(point)))
             have = sorted(int(p) for p in _list(have_ecn.get(point)))
             if want != have:
-                c.drift("qos", "qos-ecn", f"{name}.ecn.{point}", want, have,
+                c.drift("roce_qos", "qos-ecn", f"{name}.ecn.{point}", want, have,
                         f"{name} has ECN ({point}) on priorities {have}, the plan {want}", fix)
 
 
@@ -440,7 +442,7 @@ def _roce_lossy(c: _Collector, name: str, planned: Mapping[str, Any], live: Mapp
     ecn = isinstance(ecn_live, Mapping) and int(prio) in [int(p) for p in _list(ecn_live.get("rp"))] \
         and int(prio) in [int(p) for p in _list(ecn_live.get("np"))]
     if not pfc and not ecn:
-        c.finding("qos", "roce-lossy", f"{name}.priority{prio}", "PFC or ECN on priority %s" % prio,
+        c.finding("roce_qos", "roce-lossy", f"{name}.priority{prio}", "PFC or ECN on priority %s" % prio,
                   "PFC off, ECN off", "error",
                   f"RoCE traffic (DSCP {dscp}) on {name} runs on priority {prio} with neither PFC nor ECN: "
                   "packet loss goes straight to RDMA retransmits (go-back-N) and collapses throughput",
@@ -450,7 +452,7 @@ def _roce_lossy(c: _Collector, name: str, planned: Mapping[str, Any], live: Mapp
 # -- firmware --------------------------------------------------------------------------------
 def _firmware(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
     ifaces = facts.get("interfaces")
-    policies = _list(_map(plan.get("firmware")).get("policies"))
+    policies = _list(_map(plan.get("nic_firmware")).get("policies"))
     if not isinstance(ifaces, Mapping) or not policies:
         return
     from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import evaluate
@@ -464,22 +466,22 @@ def _firmware(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) 
                "psid": fw.get("psid"), "firmware_version": fw.get("version"), "physical": True}
         row = evaluate(nic, policies)
         if row["status"] == "noncompliant":
-            c.finding("firmware", "firmware-below-policy", name, row.get("needs"), fw.get("version"), "error",
+            c.finding("nic_firmware", "firmware-below-policy", name, row.get("needs"), fw.get("version"), "error",
                       f"{name} ({iface.get('driver')}, PSID {fw.get('psid')}): {row['reason']}",
                       "update the NIC firmware with the vendor's tool (mlxup / mlxfwmanager) in a "
                       "maintenance window, then reset the NIC or reboot")
         elif row["status"] == "unknown" and row.get("policy") is None and fw.get("version") is None:
-            c.finding("firmware", "firmware-unknown", name, None, None, "info",
+            c.finding("nic_firmware", "firmware-unknown", name, None, None, "info",
                       f"{name}: {row['reason']}", "install ethtool or devlink on the node")
         if fw.get("stored") and fw.get("version") and fw.get("stored") != fw.get("version"):
-            c.finding("firmware", "firmware-pending", f"{name}.stored", fw.get("stored"), fw.get("version"),
+            c.finding("nic_firmware", "firmware-pending", f"{name}.stored", fw.get("stored"), fw.get("version"),
                       "warning", f"{name} runs {fw.get('version')} but {fw.get('stored')} is flashed: "
                       "activation pending", "reset the NIC (mlxfwreset) or reboot the node")
 
 
 # -- storage ---------------------------------------------------------------------------------
 def _storage(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
-    storage = plan.get("storage")
+    storage = plan.get("nvme_layout")
     live = facts.get("storage")
     if not isinstance(storage, Mapping) or not isinstance(live, Mapping):
         return
@@ -487,7 +489,7 @@ def _storage(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -
     for device in _list(storage.get("devices")):
         entry = devices.get(device)
         if isinstance(entry, Mapping) and not entry.get("exists"):
-            c.drift("storage", "device-missing", str(device), "present", "missing",
+            c.drift("nvme_layout", "device-missing", str(device), "present", "missing",
                     f"{device} does not exist on the node", "check the device path (by-id) in the spec")
     mount = _map(storage.get("mount"))
     path = str(mount.get("path") or "").rstrip("/") or None
@@ -495,37 +497,37 @@ def _storage(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -
         return
     options = [str(o) for o in _list(mount.get("options"))]
     fs_type = _map(storage.get("filesystem")).get("type")
-    fix = "run site.yml (nvme_cache role); it mounts the cache and writes fstab"
+    fix = "run site.yml (nvme_layout role); it mounts the cache and writes fstab"
     live_mount = _map(live.get("mounts")).get(path)
     if isinstance(live_mount, Mapping):
         if not live_mount.get("mounted"):
-            c.drift("storage", "mount-missing", path, "mounted", "not mounted",
+            c.drift("nvme_layout", "mount-missing", path, "mounted", "not mounted",
                     f"the model cache {path} is not mounted: models load from the network or fill the root disk",
                     fix)
         else:
             have = [str(o) for o in _list(live_mount.get("options"))]
             missing = [o for o in options if o not in have]
             if missing:
-                c.drift("storage", "mount-options", f"{path} options", options, have,
+                c.drift("nvme_layout", "mount-options", f"{path} options", options, have,
                         f"{path} is mounted without {', '.join(missing)}", fix)
             if fs_type and live_mount.get("fstype") != fs_type:
-                c.drift("storage", "mount-fstype", f"{path} fstype", fs_type, live_mount.get("fstype"),
+                c.drift("nvme_layout", "mount-fstype", f"{path} fstype", fs_type, live_mount.get("fstype"),
                         f"{path} is {live_mount.get('fstype')}, the plan {fs_type}", fix)
             if "noatime" not in have:
-                c.finding("storage", "cache-atime", f"{path} options", "noatime", ",".join(have), "warning",
+                c.finding("nvme_layout", "cache-atime", f"{path} options", "noatime", ",".join(have), "warning",
                           f"{path} is mounted without noatime: every model read also writes an access time",
                           "add noatime to storage.mount.options and remount")
     live_fstab = _map(live.get("fstab")).get(path)
     if isinstance(live_fstab, Mapping):
         if not live_fstab.get("present"):
-            c.drift("storage", "fstab-missing", f"{path} fstab", "entry", None,
+            c.drift("nvme_layout", "fstab-missing", f"{path} fstab", "entry", None,
                     f"/etc/fstab has no entry for {path}: the cache is not mounted after a reboot",
                     fix, severity="warning")
         else:
             have = [str(o) for o in _list(live_fstab.get("options"))]
             missing = [o for o in options if o not in have]
             if missing:
-                c.drift("storage", "fstab-options", f"{path} fstab options", options, have,
+                c.drift("nvme_layout", "fstab-options", f"{path} fstab options", options, have,
                         f"the fstab entry for {path} lacks {', '.join(missing)}", fix, severity="warning")
 
 
@@ -535,14 +537,14 @@ def _k8s(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
     if not isinstance(nfd, Mapping):
         return
     labels = _map(nfd.get("labels"))
-    for key, value in sorted(_map(_map(plan.get("k8s")).get("labels")).items()):
+    for key, value in sorted(_map(_map(plan.get("nfd_labels")).get("labels")).items()):
         want = "true" if value is True else "false" if value is False else "" if value is None else str(value)
         have = labels.get(key)
         if have != want:
-            c.drift("k8s", "nfd-label", str(key), want, have,
+            c.drift("nfd_labels", "nfd-label", str(key), want, have,
                     f"node-feature-discovery label {key} is "
                     + (f"{have!r}" if have is not None else "missing") + f", the plan {want!r}",
-                    "run site.yml (k8s_node role) to rewrite the features.d file")
+                    "run site.yml (nfd_labels role) to rewrite the features.d file")
 
 
 def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: Any = None,

@@ -20,7 +20,7 @@ from typing import Any
 
 from .compare import CAPABILITIES, fails, is_failure
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 REPORT_FILES = ("audit.json", "audit.xml", "audit.md")
 _RANK = {"error": 0, "warning": 1, "info": 2}
 _KIND_RANK = {"drift": 0, "finding": 1}

@@ -17,7 +17,7 @@ from .errors import SpecError, SpecValidationError, join_path
 from .merge import Effective, effective, matching_models, matching_profiles
 from .models import DatapathSpec, Fabric, HugePagePool, Interface
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
 
 # The scope of a sysctl key (netns or global): one rule for the plan and the module.
@@ -170,9 +170,9 @@ def _models(spec: DatapathSpec, eff: Effective, held: Sequence[int]) -> dict[str
         items.append({"name": model.name, "version": model.version, "source": model.source,
                       "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in model.files],
                       "manifest": model.manifest, "manifest_sha256": model.manifest_sha256})
-    return {"root": posixpath.join(mount, cache.directory), "require_mount": mount,
+    return {"cache_dir": posixpath.join(mount, cache.directory), "require_mount": mount,
             "reserve_bytes": cache.reserve, "bandwidth_limit": cache.bandwidth_limit or 0,
-            "concurrency": cache.concurrency, "items": items}
+            "concurrency": cache.concurrency, "models": items}
 
 
 def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequence[int] = ()) -> dict[str, Any]:
@@ -216,17 +216,17 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequ
         "host": host,
         "profiles": list(eff.layers),
         "reboot_required": reboot,
-        "sysctl": {"file": SYSCTL_FILE, "keys": sysctl},
+        "sysctl_profile": {"file": SYSCTL_FILE, "keys": sysctl},
         "hugepages": hugepages,
         "kernel_cmdline": {"args": args},
-        "interfaces": interfaces,
-        "qos": qos,
-        "firmware": {"policies": [{"driver": p.driver, "psid": p.psid, "min_version": p.min_version,
-                                   "allowed": list(p.allowed)} for p in eff.firmware]},
-        "storage": storage,
-        "k8s": {"labels": dict(sorted(eff.labels.items())),
-                "local_volume_class": eff.local_volume_class[0] if eff.local_volume_class else None},
-        "models": _models(spec, eff, held_models(spec, eff, named_models)),
+        "link_mtu": {"interfaces": interfaces},
+        "roce_qos": {"interfaces": qos},
+        "nic_firmware": {"policies": [{"driver": p.driver, "psid": p.psid, "min_version": p.min_version,
+                                       "allowed": list(p.allowed)} for p in eff.firmware]},
+        "nvme_layout": storage,
+        "nfd_labels": {"labels": dict(sorted(eff.labels.items())),
+                       "local_volume_class": eff.local_volume_class[0] if eff.local_volume_class else None},
+        "model_cache": _models(spec, eff, held_models(spec, eff, named_models)),
     }
 
 

@@ -12,21 +12,21 @@ from .plan import Planner
 def plan_summary(plan: Mapping[str, Any]) -> dict[str, Any]:
     """One line per capability of a plan."""
     pages = ", ".join(f"{p['count']}x{p['size']} ({p['persist']})" for p in plan["hugepages"]["pages"]) or "none"
-    storage = plan.get("storage")
-    fabrics = sorted({i["fabric"] for i in plan["interfaces"]})
+    storage = plan.get("nvme_layout")
+    fabrics = sorted({i["fabric"] for i in plan["link_mtu"]["interfaces"]})
     return {
         "profiles": list(plan["profiles"]),
         "reboot_required": plan["reboot_required"],
-        "sysctl": f"{len(plan['sysctl']['keys'])} keys",
+        "sysctl_profile": f"{len(plan['sysctl_profile']['keys'])} keys",
         "hugepages": pages,
         "kernel_cmdline": " ".join(plan["kernel_cmdline"]["args"]) or "unchanged",
-        "interfaces": f"{len(plan['interfaces'])} on {', '.join(fabrics) or 'no fabric'}",
-        "qos": sorted({f"{q['fabric']}: tos {q['roce_tos']}, roce_mtu {q['roce_mtu']}, pfc {q['pfc_priorities']}"
-                       for q in plan["qos"]}),
-        "firmware": f"{len(plan['firmware']['policies'])} policies",
-        "storage": "none" if not storage else f"{storage['mount']['path']} "
-                   f"({'raid0' if storage['raid'] else 'single'}, {storage['filesystem']['type']})",
-        "k8s_labels": len(plan["k8s"]["labels"]),
+        "link_mtu": f"{len(plan['link_mtu']['interfaces'])} interfaces on {', '.join(fabrics) or 'no fabric'}",
+        "roce_qos": sorted({f"{q['fabric']}: tos {q['roce_tos']}, roce_mtu {q['roce_mtu']}, pfc {q['pfc_priorities']}"
+                            for q in plan["roce_qos"]["interfaces"]}),
+        "nic_firmware": f"{len(plan['nic_firmware']['policies'])} policies",
+        "nvme_layout": "none" if not storage else f"{storage['mount']['path']} "
+                       f"({'raid0' if storage['raid'] else 'single'}, {storage['filesystem']['type']})",
+        "nfd_labels": f"{len(plan['nfd_labels']['labels'])} labels",
     }
 
 

@@ -1,4 +1,5 @@
-"""k8s_node, nvme_cache and playbooks/k8s_manifests.yml through real ansible-playbook, no lab.
+"""nfd_labels, nvme_layout, k8s_manifests (and their names before 0.3.0) and playbooks/k8s_manifests.yml
+through real ansible-playbook, no lab.
 
 The nodes are local connections; module_defaults point nfd_labels at a temporary root and
 the manifests go to a temporary directory, so nothing outside tmp_path is written.
@@ -19,13 +20,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[3]
 
 PLAN: dict[str, Any] = {
-    "interfaces": [{"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500}],
-    "qos": [],
-    "storage": {"devices": ["/dev/nvme1n1"], "select": None, "raid": None,
-                "filesystem": {"type": "xfs", "label": "model-cache"},
-                "mount": {"path": "/mnt/model-cache", "options": ["noatime"]},
-                "directories": [], "reserve_bytes": 0, "wipe_serials": []},
-    "k8s": {"labels": {"aiinfra.io/pool": "inference"}, "local_volume_class": "local-nvme"},
+    "link_mtu": {"interfaces": [{"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500}]},
+    "roce_qos": {"interfaces": []},
+    "nvme_layout": {"devices": ["/dev/nvme1n1"], "select": None, "raid": None,
+                    "filesystem": {"type": "xfs", "label": "model-cache"},
+                    "mount": {"path": "/mnt/model-cache", "options": ["noatime"]},
+                    "directories": [], "reserve_bytes": 0, "wipe_serials": []},
+    "nfd_labels": {"labels": {"aiinfra.io/pool": "inference"}, "local_volume_class": "local-nvme"},
 }
 
 
@@ -50,9 +51,9 @@ INVENTORY = "[gpu_nodes]\ngpu-01 ansible_connection=local\ngpu-02 ansible_connec
 @pytest.mark.slow
 def test_k8s_manifests_playbook_renders_one_file_per_object(tmp_path: Path) -> None:
     out = tmp_path / "k8s"
-    extra = {"k8s_manifests_label_nodes": False, "datapath_plan": PLAN, "k8s_node_pv_capacity": "900Gi",
-             "k8s_node_manifests_dir": str(out),
-             "k8s_node_manifests_kinds": ["storageclass", "pv", "configmap"]}
+    extra = {"k8s_manifests_label_nodes": False, "datapath_plan": PLAN, "k8s_manifests_pv_capacity": "900Gi",
+             "k8s_manifests_dir": str(out),
+             "k8s_manifests_kinds": ["storageclass", "pv", "configmap"]}
     _run(tmp_path, REPO / "playbooks" / "k8s_manifests.yml", INVENTORY, extra)
     files = sorted(os.listdir(out))
     assert files == ["configmap-local-provisioner-config.yaml", "persistentvolume-local-nvme-gpu-01.yaml",
@@ -95,28 +96,31 @@ ROLES_PLAY = """
   vars:
     datapath_plan: %(plan)s
   roles:
-    - aiinfra.datapath.nvme_cache
-    - aiinfra.datapath.k8s_node
+    - aiinfra.datapath.%(storage_role)s
+    - aiinfra.datapath.%(labels_role)s
   post_tasks:
     - name: Write the registered results
       ansible.builtin.copy:
-        content: "{{ {'nvme': nvme_cache_result, 'k8s': k8s_node_result} | to_json }}"
+        content: "{{ {'nvme': %(storage_role)s_result, 'k8s': %(labels_role)s_result} | to_json }}"
         dest: "%(out)s"
         mode: "0644"
 """
 
 
 @pytest.mark.slow
-def test_roles_without_storage_skip_the_cache_and_label(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("storage_role", "labels_role"), [("nvme_layout", "nfd_labels"), ("nvme_cache", "k8s_node")])
+def test_roles_without_storage_skip_the_cache_and_label(tmp_path: Path, storage_role: str, labels_role: str) -> None:
+    """The roles, and their names before 0.3.0 (aliases that run them and keep the old result names)."""
     root = tmp_path / "node"
     (root / "proc/self").mkdir(parents=True)
     (root / "proc/self/mountinfo").write_text("22 1 0:21 / / rw - overlay overlay rw\n")
     (root / "sys/class/net/eno1").mkdir(parents=True)
     (root / "sys/class/net/eno1/mtu").write_text("1500\n")
-    plan = dict(PLAN, storage=None)
+    plan = dict(PLAN, nvme_layout=None)
     out = tmp_path / "results.json"
     book = tmp_path / "play.yml"
-    book.write_text(ROLES_PLAY % {"root": root, "plan": json.dumps(plan), "out": out})
+    book.write_text(ROLES_PLAY % {"root": root, "plan": json.dumps(plan), "out": out,
+                                  "storage_role": storage_role, "labels_role": labels_role})
     _run(tmp_path, book, "localhost\n", {})
     results = json.loads(out.read_text())
     assert results["nvme"]["skipped"] is True

@@ -1,4 +1,4 @@
-"""The sysctl, hugepages and kernel_cmdline roles through real ansible-playbook, on a fake root.
+"""The sysctl_profile, hugepages and kernel_cmdline roles through real ansible-playbook, on a fake root.
 
 ``module_defaults`` points every module's ``root`` at a temporary tree, so the run reads and
 writes only files below it; the plan is the shape of docs/plan.md.
@@ -27,21 +27,21 @@ PLAYBOOK = """
   vars:
     datapath_plan: %(plan)s
   roles:
-    - aiinfra.datapath.sysctl
+    - aiinfra.datapath.sysctl_profile
     - aiinfra.datapath.hugepages
     - aiinfra.datapath.kernel_cmdline
   post_tasks:
     - name: Write the registered results
       ansible.builtin.copy:
-        content: "{{ {'sysctl': sysctl_result, 'hugepages': hugepages_result,
+        content: "{{ {'sysctl': sysctl_profile_result, 'hugepages': hugepages_result,
                      'kernel_cmdline': kernel_cmdline_result} | to_json }}"
         dest: "%(out)s"
         mode: "0644"
 """
 
 PLAN = {
-    "sysctl": {"file": "/etc/sysctl.d/90-aiinfra-datapath.conf",
-               "keys": {"vm.aiinfra_test_only": {"value": "5", "mode": "minimum", "scope": "global"}}},
+    "sysctl_profile": {"file": "/etc/sysctl.d/90-aiinfra-datapath.conf",
+                       "keys": {"vm.aiinfra_test_only": {"value": "5", "mode": "minimum", "scope": "global"}}},
     "hugepages": {"pages": [{"size": "2M", "count": 64, "per_node": None, "persist": "sysctl"}],
                   "bytes_per_node": {"0": 134217728},
                   "thp": {"enabled": "madvise", "defrag": None}, "mounts": []},
@@ -84,6 +84,7 @@ def test_roles_apply_then_converge(tmp_path):
     _tree(root)
     first = _play(tmp_path, root)
     assert first["sysctl"]["changed"] and first["hugepages"]["changed"]
+    assert first["hugepages"]["pools_changed"] is True      # what the kubelet handler reads
     assert (root / "proc/sys/vm/aiinfra_test_only").read_text() == "5\n"
     assert (root / "sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").read_text() == "64\n"
     assert "vm.nr_hugepages = 64" in (root / "etc/sysctl.d/90-aiinfra-datapath-hugepages.conf").read_text()
@@ -91,3 +92,4 @@ def test_roles_apply_then_converge(tmp_path):
     assert first["kernel_cmdline"]["changed"] is False
     second = _play(tmp_path, root)
     assert [second[name]["changed"] for name in ("sysctl", "hugepages", "kernel_cmdline")] == [False] * 3
+    assert second["hugepages"]["pools_changed"] is False

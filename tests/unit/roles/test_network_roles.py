@@ -27,9 +27,9 @@ PLAYBOOK = """
     aiinfra.datapath.nic_firmware: {root: "{{ fake_root }}"}
   vars:
     datapath_plan:
-      interfaces: []
-      qos: []
-      firmware:
+      link_mtu: {interfaces: []}
+      roce_qos: {interfaces: []}
+      nic_firmware:
         policies:
           - {driver: mlx5_core, psid: null, min_version: "28.41.1000", allowed: []}
     nic_firmware_interfaces: [%(nic)s]

@@ -1,81 +1,100 @@
-"""datapath_apply: the capability selection by tags, the kubelet decision, the role files it reads."""
+"""datapath_apply: capability selection by tags, old names, the kubelet decision and the summary."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import yaml
+from ansible.errors import AnsibleActionFail
 from ansible_collections.aiinfra.datapath.plugins.action import datapath_apply as action
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
 
-ROLES = action.ROLES_DIR
+ORDER = list(caps.ORDER)
 
 
 @pytest.mark.parametrize("run_tags, skip_tags, expected", [
-    ([], [], list(action.ORDER)),
-    (["all"], [], list(action.ORDER)),
-    (["kernel"], [], ["sysctl", "hugepages", "kernel_cmdline"]),
-    (["sysctl", "mtu"], [], ["sysctl", "link_mtu"]),
+    ([], [], ORDER),
+    (["all"], [], ORDER),
+    (["kernel"], [], ["sysctl_profile", "hugepages", "kernel_cmdline"]),
+    (["sysctl", "mtu"], [], ["sysctl_profile", "link_mtu"]),
+    (["sysctl_profile", "link_mtu"], [], ["sysctl_profile", "link_mtu"]),
     (["network"], ["firmware"], ["link_mtu", "roce_qos"]),
-    (["all"], ["storage"], [c for c in action.ORDER if c != "nvme_cache"]),
-    (["tagged"], [], list(action.ORDER)),
+    (["all"], ["storage"], [c for c in ORDER if c != "nvme_layout"]),
+    (["all"], ["nvme_cache"], [c for c in ORDER if c != "nvme_layout"]),
+    (["tagged"], [], ORDER),
     (["untagged"], [], []),
     (["all"], ["tagged"], []),
-    (["k8s"], [], ["k8s_node"]),
-    (["nvme_cache", "roce_qos"], [], ["roce_qos", "nvme_cache"]),
+    (["k8s"], [], ["nfd_labels"]),
+    (["k8s_node"], [], ["nfd_labels"]),
+    (["nvme_layout", "roce_qos"], [], ["roce_qos", "nvme_layout"]),
     (["always"], [], []),
 ])
 def test_tags_select_capabilities_as_ansible_selects_tasks(run_tags: list[str], skip_tags: list[str],
                                                            expected: list[str]) -> None:
-    got = [c for c in action.ORDER if action.selected_by_tags(action.CAPABILITIES[c][3], run_tags, skip_tags)]
+    got = [c for c in ORDER if caps.selected_by_tags(caps.CAPABILITIES[c].tags, run_tags, skip_tags)]
     assert got == expected
 
 
-def test_tags_match_the_documented_role_tags() -> None:
-    """The tags README and the datapath role defaults name are exactly the ones the action knows."""
-    with open(os.path.join(ROLES, "datapath", "defaults", "main.yml"), encoding="utf-8") as handle:
-        text = handle.read()
-    for tag in ("kernel", "sysctl", "hugepages", "kernel_cmdline", "network", "mtu", "qos", "firmware",
-                "storage", "k8s"):
-        assert any(tag in tags for _r, _m, _v, tags in action.CAPABILITIES.values()), tag
-        assert tag in text
+def test_old_capability_names_map_to_todays() -> None:
+    apply = action.ActionModule.__new__(action.ActionModule)
+    assert apply._wanted(["sysctl", "k8s_node", "link_mtu"]) == ["sysctl_profile", "nfd_labels", "link_mtu"]
+    assert apply._wanted(None) == ORDER
+    with pytest.raises(AnsibleActionFail, match="unknown capabilities \\['nope'\\]"):
+        apply._wanted(["nope"])
 
 
-@pytest.mark.parametrize("variables, results, expected", [
-    ({}, {"hugepages": {"actions": ["/sys/.../nr_hugepages: 0 -> 64"]}}, False),
-    ({"hugepages_restart_kubelet": True}, {"hugepages": {"actions": ["nr_hugepages 2048kB /nr_hugepages: 0 -> 64"]}},
-     True),
-    ({"hugepages_restart_kubelet": "yes"}, {"hugepages": {"actions": ["thp enabled: always -> madvise"]}}, False),
-    ({"k8s_node_restart_kubelet": True}, {"k8s_node": {"hugepages_changed": True}}, True),
-    ({"k8s_node_restart_kubelet": False}, {"k8s_node": {"hugepages_changed": True}}, False),
-    ({"hugepages_restart_kubelet": "false"}, {"hugepages": {"actions": ["a /nr_hugepages: 0 -> 64"]}}, False),
+def _settings(hugepages: object = False, labels: object = False) -> dict:
+    return {"hugepages": {"restart_kubelet": hugepages}, "nfd_labels": {"restart_kubelet": labels}}
+
+
+@pytest.mark.parametrize("settings, results, expected", [
+    (_settings(), {"hugepages": {"pools_changed": True}}, False),
+    (_settings(hugepages=True), {"hugepages": {"pools_changed": True}}, True),
+    (_settings(hugepages="yes"), {"hugepages": {"pools_changed": False}}, False),
+    (_settings(labels=True), {"nfd_labels": {"hugepages_changed": True}}, True),
+    (_settings(labels=False), {"nfd_labels": {"hugepages_changed": True}}, False),
+    (_settings(hugepages="false"), {"hugepages": {"pools_changed": True}}, False),
 ])
-def test_kubelet_restart_follows_the_roles_handlers(variables: dict, results: dict, expected: bool) -> None:
-    assert action.kubelet_restart_needed(variables, results) is expected
+def test_kubelet_restart_reads_the_structured_flags(settings: dict, results: dict, expected: bool) -> None:
+    assert action.kubelet_restart_needed(settings, results) is expected
 
 
-@pytest.mark.parametrize("cap", list(action.ORDER))
-def test_every_capability_role_has_the_module_task_the_action_templates(cap: str) -> None:
-    role, module, result_var, _tags = action.CAPABILITIES[cap]
-    with open(os.path.join(ROLES, role, "tasks", "main.yml"), encoding="utf-8") as handle:
-        tasks = yaml.safe_load(handle)
-    found = [t for t in tasks if f"aiinfra.datapath.{module}" in t]
-    assert len(found) == 1, f"{role}: one {module} task"
-    assert found[0].get("register") == result_var
-    assert os.path.isfile(os.path.join(ROLES, role, "defaults", "main.yml"))
+def test_summary_reads_structured_results() -> None:
+    results = {name: {} for name in ORDER}
+    results["sysctl_profile"] = {"changed": True}
+    results["kernel_cmdline"] = {"changed": False, "bootloader": "none", "missing": ["iommu=pt"],
+                                 "still_present": [], "reboot_required": False}
+    results["roce_qos"] = {"changed": False, "interfaces": [{"interface": "ens1f0np0", "supported": False,
+                                                              "reason": "virtual interface"}]}
+    results["nic_firmware"] = {"compliance": [{"interface": "eno1", "status": "unknown", "reason": "veth"},
+                                              {"interface": "ens1", "status": "noncompliant", "reason": "old"}]}
+    results["hugepages"] = {"changed": True, "reboot_required": True}
+    assert action.summary(results) == {
+        "changed": ["sysctl_profile", "hugepages"],
+        "failed": [],
+        "reboot_required": True,
+        "reboot_reasons": ["iommu=pt"],
+        "unsupported": ["roce_qos ens1f0np0: virtual interface",
+                        "kernel_cmdline: no boot loader found; not persisted: iommu=pt",
+                        "nic_firmware eno1: veth"],
+        "noncompliant_firmware": ["ens1"],
+    }
 
 
-def test_the_batch_module_knows_every_capability_module() -> None:
-    from ansible_collections.aiinfra.datapath.plugins.modules import datapath_run
+def test_the_batch_module_dispatches_every_capability_in_order() -> None:
+    from ansible_collections.aiinfra.datapath.plugins.module_utils import _batch
 
-    assert sorted(datapath_run.MAINS) == sorted(m for _r, m, _v, _t in action.CAPABILITIES.values())
+    assert list(_batch.BACKENDS) == ORDER
 
 
-def test_the_documented_choices_are_the_capabilities() -> None:
+def test_the_documented_choices_are_the_capabilities_and_their_old_names() -> None:
     from ansible_collections.aiinfra.datapath.plugins.modules import datapath_apply as docs
 
     spec = yaml.safe_load(docs.DOCUMENTATION)
-    assert spec["options"]["capabilities"]["choices"] == list(action.ORDER)
-    with open(os.path.join(ROLES, "datapath", "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+    choices = ORDER + list(caps.ROLE_ALIASES)
+    assert spec["options"]["capabilities"]["choices"] == choices
+    assert spec["options"]["capabilities"]["default"] == ORDER
+    with open(f"{caps.__file__.rsplit('/plugins/', 1)[0]}/roles/datapath/meta/argument_specs.yml",
+              encoding="utf-8") as handle:
         role = yaml.safe_load(handle)
-    assert role["argument_specs"]["main"]["options"]["datapath_capabilities"]["choices"] == list(action.ORDER)
+    option = role["argument_specs"]["main"]["options"]["datapath_capabilities"]
+    assert option["choices"] == choices and option["default"] == ORDER

@@ -30,7 +30,7 @@ def test_audit_findings_and_reports() -> None:
     f = facts()
     f["interfaces"]["ens1f0np0"]["mtu"] = 4000
     findings = drift_audit.audit_findings(plan(), f, None, 100, None, True, "node1")
-    assert [(x["capability"], x["key"]) for x in findings] == [("mtu", "ens1f0np0")]
+    assert [(x["capability"], x["key"]) for x in findings] == [("link_mtu", "ens1f0np0")]
     assert drift_audit.audit_findings(plan(), facts()) == []
     bundle = drift_audit.audit_reports({"node1": findings, "node2": None}, "drift", {"rtt_us": 100}, "t")
     report = json.loads(bundle["files"]["audit.json"])

@@ -17,15 +17,15 @@ STORAGE = {"devices": ["/dev/nvme1n1"], "select": None, "raid": None,
 
 
 def hv(storage: Any = "default", cls: str | None = "local-nvme", **extra: Any) -> dict[str, Any]:
-    plan = {"storage": copy.deepcopy(STORAGE if storage == "default" else storage),
-            "k8s": {"labels": {}, "local_volume_class": cls}}
+    plan = {"nvme_layout": copy.deepcopy(STORAGE if storage == "default" else storage),
+            "nfd_labels": {"labels": {}, "local_volume_class": cls}}
     return {"datapath_plan": plan, **extra}
 
 
 def test_storageclass_and_pv_per_host() -> None:
     hostvars = {
-        "gpu-01": hv(k8s_node_result={"cache": {"size_bytes": 3840000000000}}),
-        "gpu-02": hv(k8s_node_pv_capacity="3500Gi", k8s_node_name="gpu-02.example.org"),
+        "gpu-01": hv(nfd_labels_result={"cache": {"size_bytes": 3840000000000}}),
+        "gpu-02": hv(k8s_manifests_pv_capacity="3500Gi", k8s_manifests_node_name="gpu-02.example.org"),
         "cpu-01": hv(storage=None),
     }
     out = local_volume_manifests(["gpu-02", "gpu-01", "cpu-01"], hostvars)
@@ -75,7 +75,7 @@ def test_all_three_kinds_and_default_class() -> None:
 
 
 def test_unknown_capacity_names_the_host() -> None:
-    with pytest.raises(AnsibleFilterError, match="gpu-07.*k8s_node_pv_capacity"):
+    with pytest.raises(AnsibleFilterError, match="gpu-07.*k8s_manifests_pv_capacity"):
         local_volume_manifests(["gpu-07"], {"gpu-07": hv()})
 
 

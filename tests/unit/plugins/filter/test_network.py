@@ -108,7 +108,7 @@ def test_report_all_ok() -> None:
 def _fw(rows: list[dict[str, Any]], plan_policies: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     hv: dict[str, Any] = {"nic_firmware_result": {"compliance": rows}}
     if plan_policies is not None:
-        hv["datapath_plan"] = {"firmware": {"policies": plan_policies}}
+        hv["datapath_plan"] = {"nic_firmware": {"policies": plan_policies}}
     return hv
 
 

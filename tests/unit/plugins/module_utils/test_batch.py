@@ -1,4 +1,4 @@
-"""datapath_run's batch runner: real capability modules, one after the other, in this process."""
+"""datapath_run's batch: real capabilities, one after the other, in this process, validated as their modules."""
 
 from __future__ import annotations
 
@@ -6,18 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible.module_utils import _internal
-from ansible.module_utils.testing import patch_module_args
-from ansible_collections.aiinfra.datapath.plugins.module_utils import _batch
-from ansible_collections.aiinfra.datapath.plugins.modules import datapath_run, nfd_labels, sysctl_profile
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _batch, _capability
 
+REPO = Path(__file__).resolve().parents[4]
 FEATURES = "etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
-
-
-@pytest.fixture(autouse=True)
-def module_mode(monkeypatch: pytest.MonkeyPatch) -> None:
-    # controller code imported by other tests flips ansible-core into controller mode
-    monkeypatch.setattr(_internal, "is_controller", False)
 
 
 def make_root(tmp_path: Path) -> Path:
@@ -40,29 +32,25 @@ def calls(root: Path, label: str = "inference") -> list[dict[str, Any]]:
 
 
 def run(batch: list[dict[str, Any]], check_mode: bool = False, stop: bool = True) -> list[dict[str, Any]]:
-    internal = {"_ansible_check_mode": check_mode, "_ansible_diff": True}
-    with patch_module_args(internal):
-        from ansible.module_utils import basic
-
-        basic._load_params()  # what AnsibleModule does first: parse the outer module's arguments
-        return _batch.run_calls(datapath_run.MAINS, batch, stop)
+    return _batch.run_calls(None, batch, check_mode=check_mode, diff=True, stop_on_failure=stop)
 
 
-def test_runs_each_module_once_in_order_with_its_own_arguments(tmp_path: Path) -> None:
+def test_runs_each_capability_once_in_order_with_its_own_arguments(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     results = run(calls(root))
     assert [r["module"] for r in results] == ["sysctl_profile", "nfd_labels"]
     assert all(r["result"]["changed"] for r in results), results
-    assert all("invocation" not in r["result"] for r in results)
     assert (root / "proc/sys/net/core/somaxconn").read_text().strip() == "8192"
     assert "aiinfra.io/team=inference" in (root / FEATURES).read_text()
     assert all(isinstance(r["seconds"], float) for r in results)
-    # the same modules alone say the same: nothing left to change
+    assert [a["kind"] for a in results[0]["result"]["actions"]] == ["sysctl", "file"]
+    # the same capabilities again: nothing left to change
     again = run(calls(root))
     assert [r["result"]["changed"] for r in again] == [False, False]
+    assert [r["result"]["actions"] for r in again] == [[], []]
 
 
-def test_check_mode_and_diff_reach_every_module(tmp_path: Path) -> None:
+def test_check_mode_and_diff_reach_every_capability(tmp_path: Path) -> None:
     root = make_root(tmp_path)
     results = run(calls(root), check_mode=True)
     assert [r["result"]["changed"] for r in results] == [True, True]
@@ -78,64 +66,42 @@ def test_stops_at_the_first_failure(tmp_path: Path) -> None:
     results = run(batch)
     assert [r["module"] for r in results] == ["sysctl_profile"]
     assert results[0]["result"]["failed"]
-    assert "no_such_key" in results[0]["result"]["msg"]
-    assert not (root / FEATURES).exists()
-    results = run(batch, stop=False)
-    assert [r["module"] for r in results] == ["sysctl_profile", "nfd_labels"]
-    assert results[1]["result"]["changed"]
+    assert len(run(batch, stop=False)) == 2
 
 
-def test_argument_errors_are_the_modules_own(tmp_path: Path) -> None:
-    root = make_root(tmp_path)
-    results = run([{"module": "nfd_labels", "args": {"root": str(root), "no_such_option": 1}}])
-    assert results[0]["result"]["failed"]
-    assert "no_such_option" in results[0]["result"]["msg"]
-
-
-def test_a_module_that_raises_is_reported_not_fatal() -> None:
-    def broken() -> None:
-        raise RuntimeError("boom")
-
-    with patch_module_args({}):
-        from ansible.module_utils import basic
-
-        basic._load_params()
-        results = _batch.run_calls({"x": broken, "y": nfd_labels.main}, [{"module": "x"}, {"module": "y"}])
-    assert len(results) == 1
-    assert results[0]["result"]["failed"]
-    assert "RuntimeError: boom" in results[0]["result"]["msg"]
-    assert "Traceback" in results[0]["result"]["exception"]
-
-
-def test_the_module_arguments_of_the_batch_are_restored(tmp_path: Path) -> None:
-    from ansible.module_utils import basic
-
-    with patch_module_args({"calls": []}):
-        before = basic._ANSIBLE_ARGS
-        basic._load_params()
-        _batch.run_calls(datapath_run.MAINS, calls(make_root(tmp_path)))
-        assert basic._ANSIBLE_ARGS == before
-
-
-@pytest.mark.parametrize("text, expected", [
-    ('{"changed": true}', {"changed": True}),
-    ('noise\n{"changed": false}', {"changed": False}),
+@pytest.mark.parametrize("args, message", [
+    ({"keys": {}, "bogus": 1}, "sysctl_profile: Unsupported parameters"),
+    ({}, "sysctl_profile: missing required arguments: keys"),
+    ({"keys": {}, "apply": "maybe"}, "sysctl_profile: argument 'apply' is of type"),
+    ({"keys": {}, "root": "relative/dir"}, "sysctl_profile: root must be an absolute path"),
 ])
-def test_parse_output(text: str, expected: dict[str, Any]) -> None:
-    assert _batch.parse_output(text) == expected
+def test_arguments_are_validated_with_the_modules_own_spec(args: dict[str, Any], message: str) -> None:
+    (only,) = run([{"module": "sysctl_profile", "args": args}])
+    assert only["result"]["failed"] and only["result"]["msg"].startswith(message), only
 
 
-@pytest.mark.parametrize("text", ["", "not json at all"])
-def test_parse_output_without_a_result_is_a_failure(text: str) -> None:
-    assert _batch.parse_output(text)["failed"]
+def test_no_private_ansible_globals_no_symlinks_no_stdout() -> None:
+    """The batch dispatches backends by name: no _ANSIBLE_ARGS swap, no parsing of printed output."""
+    plugins = REPO / "plugins"
+    for path in plugins.rglob("*"):
+        assert not path.is_symlink(), f"{path} is a symbolic link"
+        if path.suffix == ".py":
+            assert "_ANSIBLE_ARGS" not in path.read_text(), path
+    assert set(_batch.BACKENDS) == {"sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos",
+                                    "nic_firmware", "nvme_layout", "nfd_labels"}
 
 
-def test_every_capability_module_is_in_the_batch() -> None:
-    # the module_utils copy is the module file itself (a symbolic link), not a second copy
-    import os
+def test_batched_capabilities_take_no_secrets() -> None:
+    """datapath_run echoes its calls' arguments in its invocation: no capability it dispatches may
+    have a no_log option (model_cache, which has credentials, is not batched)."""
+    def secrets(spec: dict[str, Any]) -> list[str]:
+        found = []
+        for name, option in spec.items():
+            if option.get("no_log"):
+                found.append(name)
+            found += secrets(option.get("options") or {})
+        return found
 
-    batch_file = datapath_run.MAINS["sysctl_profile"].__code__.co_filename
-    assert os.path.realpath(batch_file) == os.path.realpath(sysctl_profile.main.__code__.co_filename)
-    assert sorted(datapath_run.MAINS) == sorted(
-        ["sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware",
-         "nvme_layout", "nfd_labels"])
+    for name, cls in _batch.BACKENDS.items():
+        assert secrets(cls.argument_spec()) == [], name
+        assert issubclass(cls, _capability.Capability) and cls.name == name

@@ -132,3 +132,17 @@ def test_full_commands_for_boot_replay():
     backend = _dcb.DcbBackend(FakeRunner([]), "dcb")
     cmds = backend.full_commands("eth0", WANT)
     assert [c[1] for c in cmds] == ["apptrust", "pfc", "app", "ets"]
+
+
+def test_each_command_names_its_setting():
+    backend = _dcb.DcbBackend(FakeRunner([]), "dcb")
+    cmds = backend.full_commands("eth0", WANT)
+    assert [backend.setting(c) for c in cmds] == ["trust", "pfc", "dscp2prio", "ets"]
+    assert all(backend.setting(c) in WANT for c in cmds)
+
+
+def test_errors_are_capability_errors():
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
+    with pytest.raises(CapabilityError, match="cannot parse dcb JSON"):
+        _dcb.parse_json("{")

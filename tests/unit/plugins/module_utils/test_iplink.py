@@ -76,3 +76,10 @@ def test_ssh_connection_env():
 
 def test_route_device_local_is_none():
     assert _iplink.route_device('[{"type":"local","dst":"198.18.0.11","dev":"lo"}]') is None
+
+
+def test_link_error_is_a_capability_error():
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
+    with pytest.raises(CapabilityError, match="did not return a JSON list"):
+        _iplink.parse_link_json('{"ifname": "eth0"}')

@@ -88,3 +88,19 @@ def test_rendered_text_parses_like_the_real_format():
     dev = FakeMlnxQos("eth4")
     state = _mlnx_qos.parse_show(render_mlnx_qos(dev.state))
     assert state["ets"]["prio_tc"] == [1, 0, 2, 3, 4, 5, 6, 7]
+
+
+def test_each_command_names_its_setting():
+    backend = _mlnx_qos.MlnxQosBackend(FakeRunner([]), "mlnx_qos")
+    want = {"trust": "dscp", "pfc": [False, False, False, True, False, False, False, False],
+            "dscp2prio": {26: 3},
+            "ets": {"prio_tc": list(range(8)), "tsa": ["ets"] * 6 + ["strict", "ets"],
+                    "bw": [10, 10, 10, 50, 10, 0, 0, 10]}}
+    cmds = backend.full_commands("eth4", want)
+    assert [backend.setting(c) for c in cmds] == ["trust", "dscp2prio", "pfc", "ets"]
+
+
+def test_errors_are_capability_errors():
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+
+    assert issubclass(_mlnx_qos.MlnxQosError, CapabilityError)

@@ -7,8 +7,9 @@ import re
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.aiinfra.datapath.plugins.module_utils import _fs, _hugepages
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _fs
 from ansible_collections.aiinfra.datapath.plugins.modules import hugepages
+from capability_results import diff_entry, kinds, texts
 
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf"
 TMPFILES = "/etc/tmpfiles.d/aiinfra-datapath-hugepages.conf"
@@ -132,9 +133,14 @@ def test_total_2m_pages_applied_and_persisted(run_module, node, kernel):
     assert page["nodes_after"] == {"0": 64, "1": 0}
     assert node.get(SYSCTL_FILE).endswith("vm.nr_hugepages = 64\n")
     assert node.get(SYSCTL_FILE).startswith("# Managed by aiinfra.datapath.hugepages")
-    assert result["actions"] == [
+    assert texts(result) == [
         "write /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages: 0 -> 64",
         "write %s" % SYSCTL_FILE]
+    pool = result["actions"][0]
+    assert (pool["kind"], pool["target"], pool["before"], pool["after"]) == (
+        "pool", "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", 0, 64)
+    assert result["actions"][1]["kind"] == "file" and result["actions"][1]["target"] == SYSCTL_FILE
+    assert result["pools_changed"] is True
     assert result["reboot_required"] is False
     assert result["cmdline_args"] == []
 
@@ -144,10 +150,13 @@ def test_second_run_unchanged_and_restore(run_module, node, kernel):
     before = node.snapshot()
     again = run_module(hugepages.main, args(node, pages=[{"size": "2M", "count": 64}]))
     assert again["changed"] is False and again["actions"] == []
+    assert again["pools_changed"] is False
     assert node.snapshot() == before
     back = run_module(hugepages.main, args(node, pages=[{"size": "2M", "count": 0, "persist": "none"}]))
     assert kernel.nr("2M") == 0
-    assert "remove %s" % SYSCTL_FILE in back["actions"]
+    assert "remove %s" % SYSCTL_FILE in texts(back)
+    assert back["pools_changed"] is True
+    assert [a["after"] for a in back["actions"] if a["kind"] == "file"] == [None]
     assert not node.exists(SYSCTL_FILE)
 
 
@@ -162,8 +171,13 @@ def test_check_mode_touches_nothing(run_module, node, kernel):
     assert kernel.writes == []
     real = run_module(hugepages.main, params, diff=True)
     assert predicted["actions"] == real["actions"]
-    assert predicted["diff"][2:] == real["diff"][2:]   # files
-    assert predicted["diff"][1] == real["diff"][1]     # thp
+    assert predicted["diff"] == real["diff"]           # pools, thp and files
+    assert kinds(real) == ["pool", "pool", "pool", "thp", "thp", "file", "file"]
+    assert diff_entry(real, "transparent hugepages")["after"] == (
+        "/sys/kernel/mm/transparent_hugepage/defrag = defer+madvise\n"
+        "/sys/kernel/mm/transparent_hugepage/enabled = madvise\n")
+    diff_entry(real, SYSCTL_FILE)
+    diff_entry(real, TMPFILES)
 
 
 def test_per_node_1g_boot_unit_and_thp(run_module, node, kernel):
@@ -181,8 +195,9 @@ def test_per_node_1g_boot_unit_and_thp(run_module, node, kernel):
     assert result["thp"] == {"enabled": {"before": "always", "after": "madvise"},
                              "defrag": {"before": "madvise", "after": "defer+madvise"}}
     assert not node.exists(SYSCTL_FILE)
-    pools = result["diff"][0]
-    assert "1G node0 = 0\n" in pools["before"] and "1G node0 = 2\n" in pools["after"]
+    pools = diff_entry(result, "hugepage pools")
+    node0 = "/sys/devices/system/node/node0/hugepages/hugepages-1048576kB/nr_hugepages"
+    assert node0 + " = 0\n" in pools["before"] and node0 + " = 2\n" in pools["after"]
 
 
 def test_cmdline_args_total_and_node_form(run_module, node, kernel):
@@ -225,6 +240,9 @@ def test_shortfall_warn_keeps_allocation(run_module, node, kernel):
     assert kernel.nr("1G") == 4
     assert result["pages"][0]["after"] == 4 and result["pages"][0]["shortfall"] is True
     assert any("requested 5" in w for w in result["warnings"])
+    # the pool action says what was written; its after is what the kernel holds (read back)
+    assert texts(result) == ["write /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages: 0 -> 5"]
+    assert result["actions"][0]["after"] == 4 and result["pools_changed"] is True
 
 
 def test_growth_beyond_mem_available_is_not_attempted(run_module, node, kernel):
@@ -303,7 +321,9 @@ def test_hugetlbfs_mount_and_fstab(run_module, node, kernel, mount_cmd):
     assert node.get("/etc/fstab") == (
         "UUID=abc / ext4 defaults 0 1\n"
         "hugetlbfs /dev/hugepages-1G hugetlbfs pagesize=1G,uid=0,gid=0,mode=0770 0 0\n")
-    assert result["actions"][-1] == "write /etc/fstab"
+    assert texts(result)[-1] == "write /etc/fstab"
+    assert kinds(result) == ["mount", "file"]
+    assert result["actions"][0]["after"] == "pagesize=1G,uid=0,gid=0,mode=0770"
     again = run_module(hugepages.main, args(node, mounts=mounts))
     assert again["changed"] is False, again["actions"]
     assert len(mount_cmd) == 1
@@ -314,7 +334,8 @@ def test_hugetlbfs_owner_drift_fixed_without_remount(run_module, node, kernel, m
     run_module(hugepages.main, args(node, mounts=mounts))
     os.chmod(node.path("/mnt/huge"), 0o755)
     result = run_module(hugepages.main, args(node, mounts=mounts))
-    assert result["actions"] == ["set owner/mode of /mnt/huge: 0:0 0755 -> 0:0 0770"]
+    assert texts(result) == ["set owner/mode of /mnt/huge: 0:0 0755 -> 0:0 0770"]
+    assert result["actions"][0]["kind"] == "owner" and result["actions"][0]["before"] == "0:0 0755"
     assert oct(os.stat(node.path("/mnt/huge")).st_mode & 0o7777) == "0o770"
     assert len(mount_cmd) == 1
 
@@ -343,16 +364,6 @@ def test_sysctl_override_warned(run_module, node, kernel):
     assert any("vm.nr_hugepages" in w for w in result["warnings"])
 
 
-def test_parsers():
-    assert _hugepages.parse_pagesize("1024M") == 1048576
-    assert _hugepages.parse_pagesize("2M") == 2048
-    assert _hugepages.parse_pagesize("1G") == 1048576
-    assert _hugepages.parse_pagesize("2048k") == 2048
-    assert _hugepages.parse_pagesize("x") is None
-    assert _hugepages.parse_mounts("a /mnt/with\\040space hugetlbfs rw 0 0\n") == {
-        "/mnt/with space": {"source": "a", "fstype": "hugetlbfs", "options": ["rw"]}}
-
-
 def test_check_mode_predicts_reboot_for_1g_beyond_memory(run_module, node, kernel):
     result = run_module(hugepages.main, args(node, pages=[
         {"size": "1G", "count": 16, "persist": "cmdline"}]), check_mode=True)
@@ -363,6 +374,7 @@ def test_check_mode_predicts_reboot_for_1g_beyond_memory(run_module, node, kerne
         {"size": "1G", "count": 16, "persist": "cmdline"}]))
     assert real["reboot_required"] is True and kernel.writes == []
     assert real["changed"] is False and real["actions"] == []
+    assert real["pools_changed"] is False and result["pools_changed"] is False
     assert real["pages"][0]["shortfall"] is True and real["pages"][0]["after"] == 0
     assert any("not attempted: 16 more 1G pages" in w for w in real["warnings"])
     assert predicted_warnings_match(result, real)

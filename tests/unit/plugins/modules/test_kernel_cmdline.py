@@ -8,6 +8,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _cmdline
 from ansible_collections.aiinfra.datapath.plugins.modules import kernel_cmdline
+from capability_results import diff_entry, kinds, texts
 
 DROP_IN = "/etc/default/grub.d/90-aiinfra-datapath.cfg"
 STATE = "/etc/aiinfra-datapath/kernel_cmdline.json"
@@ -77,8 +78,11 @@ def test_debian_drop_in_with_repeated_names(run_module, node, debian):
     assert result["reboot_required"] is True
     assert result["missing"] == HP + ["iommu=pt"]
     assert node.exists("/run/reboot-required")
-    assert result["actions"] == ["write %s" % DROP_IN, "run update-grub", "touch /run/reboot-required"]
-    assert result["diff"]["before"] == "" and "iommu=pt" in result["diff"]["after"]
+    assert texts(result) == ["write %s" % DROP_IN, "run update-grub", "touch /run/reboot-required"]
+    assert kinds(result) == ["file", "command", "flag"]
+    assert [a["reboot"] for a in result["actions"]] == [True, True, False]
+    assert [d["before_header"] for d in result["diff"]] == [DROP_IN]
+    assert diff_entry(result, DROP_IN)["before"] == "" and "iommu=pt" in diff_entry(result, DROP_IN)["after"]
     assert node.get("/etc/default/grub").startswith("GRUB_CMDLINE_LINUX_DEFAULT")
 
 
@@ -125,14 +129,15 @@ def test_debian_empty_args_removes_drop_in(run_module, node, debian):
     run_module(kernel_cmdline.main, args(node, args=HP))
     result = run_module(kernel_cmdline.main, args(node, args=[]))
     assert not node.exists(DROP_IN)
-    assert result["actions"][0] == "remove %s" % DROP_IN
+    assert texts(result)[0] == "remove %s" % DROP_IN
+    assert result["actions"][0]["kind"] == "file" and result["actions"][0]["after"] is None
 
 
 def test_debian_no_update_bootloader(run_module, node, debian):
     result = run_module(kernel_cmdline.main, args(node, args=HP, backend="grub_d",
                                                   update_bootloader=False))
     assert debian.calls == []
-    assert "run update-grub" not in result["actions"]
+    assert "run update-grub" not in texts(result)
     assert any("update-grub" in w for w in result["warnings"])
 
 
@@ -159,7 +164,8 @@ def test_no_bootloader_write_drop_in(run_module, node, monkeypatch):
     tools = Tools(monkeypatch, set())
     result = run_module(kernel_cmdline.main, args(node, args=HP, when_no_bootloader="write_drop_in"))
     assert result["bootloader"] == "none"
-    assert result["actions"] == ["write %s" % DROP_IN]
+    assert texts(result) == ["write %s" % DROP_IN]
+    assert result["actions"][0]["reboot"] is False      # no boot loader here: not this node's boot
     assert "hugepages=8" in node.get(DROP_IN)
     assert tools.calls == [] and not node.exists("/run/reboot-required")
 
@@ -179,7 +185,10 @@ def test_grubby_adds_and_remembers(run_module, node, rhel):
                            "--args=default_hugepagesz=1G iommu=pt"]]
     assert json.loads(node.get(STATE)) == {"args": ["default_hugepagesz=1G", "iommu=pt"],
                                            "added": ["default_hugepagesz=1G", "iommu=pt"]}
-    assert result["diff"]["after"].endswith("rhgb default_hugepagesz=1G iommu=pt\n")
+    assert diff_entry(result, "grubby default kernel args")["after"].endswith("rhgb default_hugepagesz=1G iommu=pt\n")
+    assert texts(result) == ["run grubby --update-kernel=ALL --args=default_hugepagesz=1G iommu=pt",
+                             "write %s" % STATE]
+    assert [(a["kind"], a["reboot"]) for a in result["actions"]] == [("command", True), ("file", False)]
     assert result["reboot_required"] is True
     assert not node.exists("/run/reboot-required")   # RHEL has no such flag
     rhel.calls.clear()
@@ -228,13 +237,3 @@ def test_bad_input_named(run_module, node, debian, params, fragment):
     result = run_module(kernel_cmdline.main, args(node, **params), expect_failure=True)
     assert fragment in result["msg"]
     assert debian.calls == []
-
-
-def test_helpers():
-    assert _cmdline.is_subsequence(["a", "b"], ["x", "a", "y", "b"])
-    assert not _cmdline.is_subsequence(["b", "a"], ["a", "b"])
-    assert _cmdline.matches("hugepages", "hugepages=8")
-    assert not _cmdline.matches("hugepages", "hugepagesz=1G")
-    assert not _cmdline.matches("hugepages=4", "hugepages=8")
-    assert _cmdline.split_cmdline('a="b c" d') == ["a=b c", "d"]
-    assert _cmdline.grub_assignments('GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX x=1 y"\n') == ["x=1", "y"]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 
 import pytest
 from ansible_collections.aiinfra.datapath.plugins.modules import link_mtu
+from capability_results import diff_entry, kinds, texts
 from netfakes import FakeIp, FakeRunner, fixture, nic, static, use
 
 IP = "/usr/sbin/ip"
@@ -69,9 +71,11 @@ def test_check_mode_touches_nothing(run_module, tree, monkeypatch):
     before = tree.snapshot()
     result = run_module(link_mtu.main, args(tree, RAIL), check_mode=True, diff=True)
     assert result["changed"] is True
-    assert result["actions"] == ["ip link set dev ens1f0np0 mtu 9000",
-                                 "write /etc/network/interfaces.d/aiinfra-ens1f0np0"]
-    assert result["diff"]["after"]["mtu"] == {"ens1f0np0": 9000}
+    assert texts(result) == ["ip link set dev ens1f0np0 mtu 9000",
+                             "write /etc/network/interfaces.d/aiinfra-ens1f0np0"]
+    assert kinds(result) == ["mtu", "file"]
+    assert result["actions"][0] == dict(result["actions"][0], target="ens1f0np0", before=1500, after=9000)
+    assert diff_entry(result, "live MTU")["after"] == "ens1f0np0 = 9000\n"
     assert result["persist"]["backend"] == "ifupdown"
     assert ip.sets == [] and runner.commands == []
     assert tree.snapshot() == before
@@ -156,8 +160,12 @@ def test_networkmanager_connection_modify(run_module, tree, monkeypatch):
         return (0, nm[key], "") if key in nm else (10, "", "Error: not found")
 
     runner, ip = fake(monkeypatch, active=("NetworkManager",), extra=[nmcli])
-    result = run_module(link_mtu.main, args(tree, RAIL))
+    result = run_module(link_mtu.main, args(tree, RAIL), diff=True)
     assert result["persist"]["backend"] == "networkmanager"
+    assert kinds(result) == ["mtu", "command"]
+    assert result["persist"]["changes"] == texts(result)[1:] == [
+        "nmcli connection modify 5b1e-uuid 802-3-ethernet.mtu 9000 (ens1f0np0)"]
+    assert diff_entry(result, "NetworkManager connections")["after"] == "5b1e-uuid 802-3-ethernet.mtu = 9000\n"
     assert ["nmcli", "-t", "connection", "modify", "5b1e-uuid", "802-3-ethernet.mtu", "9000"] in runner.commands
     assert run_module(link_mtu.main, args(tree, RAIL))["changed"] is False
 
@@ -174,8 +182,8 @@ def test_ifupdown_diff_shows_file(run_module, tree, monkeypatch):
     fake(monkeypatch)
     result = run_module(link_mtu.main, args(tree, RAIL), check_mode=True, diff=True)
     path = "/etc/network/interfaces.d/aiinfra-ens1f0np0"
-    assert result["diff"]["before"]["files"][path] == ""
-    assert "mtu 9000" in result["diff"]["after"]["files"][path]
+    assert diff_entry(result, path)["before"] == ""
+    assert "mtu 9000" in diff_entry(result, path)["after"]
 
 
 def test_no_backend_is_reported_not_guessed(run_module, tree, monkeypatch):
@@ -183,7 +191,7 @@ def test_no_backend_is_reported_not_guessed(run_module, tree, monkeypatch):
     result = run_module(link_mtu.main, args(tree, RAIL))
     assert result["persist"]["backend"] == "none"
     assert "no network configuration backend found" in result["persist"]["notes"][0]
-    assert result["actions"] == ["ip link set dev ens1f0np0 mtu 9000"]
+    assert texts(result) == ["ip link set dev ens1f0np0 mtu 9000"]
 
 
 def test_match_by_pci_and_driver(run_module, tree, monkeypatch):
@@ -208,7 +216,7 @@ def test_no_match_fails_before_anything(run_module, tree, monkeypatch):
     ([{"name": "ens2f1np1", "mtu": 9216}], "outside 68-9000 (device)"),
     ([{"name": "bond0", "mtu": 9216}], "max MTU of bond slave ens2f1np1"),
     ([{"name": "ens1f0np0.100", "mtu": 9000}], "MTU of parent ens1f0np0"),
-    ([{"name": "ens1f0np0", "mtu": 9217}], "outside 68-9216"),
+    ([{"name": "ens1f0np0", "mtu": 9217}], "outside 68-9216 (the spec's range; the device may allow more)"),
     ([{"name": "ens1f0np0", "mtu": 9000}, {"match": {"pci": "0000:e6:00.0"}, "mtu": 4200}], "already gets MTU 9000"),
 ])
 def test_limits_refused(run_module, tree, monkeypatch, items, text):
@@ -274,7 +282,7 @@ def test_silent_peer_before_change_refuses(run_module, tree, monkeypatch):
 
 def test_connection_address_as_name(run_module, tree, monkeypatch):
     runner, ip = fake(monkeypatch)
-    monkeypatch.setattr(link_mtu.socket, "getaddrinfo", lambda name, port: [(2, 1, 6, "", ("198.18.0.11", 0))])
+    monkeypatch.setattr(socket, "getaddrinfo", lambda name, port: [(2, 1, 6, "", ("198.18.0.11", 0))])
     result = run_module(link_mtu.main, args(tree, MGMT, connection_address="gpu-node-01"), expect_failure=True)
     assert "eth0" in result["msg"]
 

@@ -6,22 +6,24 @@ tests/integration/test_model_cache_http.py, inside a throwaway network namespace
 Free space: the refusal tests use the real ``statvfs`` of the filesystem holding tmp_path
 with a reserve far above its free space. Tests that need exact figures (which version is
 evicted) cannot use it: other processes write to the same disk while they run. They replace
-``_model_cache.free_bytes``, the one seam the module reads free space through, with a
+``_model_cache.cache.free_bytes``, the one seam the module reads free space through, with a
 filesystem of fixed capacity on which only the cache directory uses space (``small_fs``).
+The backend's parts alone are tested in tests/unit/plugins/module_utils/test_model_cache*.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.aiinfra.datapath.plugins.module_utils import _model_cache as mc
+from ansible.module_utils.common import warnings as ansible_warnings
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import cache as mc
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import layout, transfer
 from ansible_collections.aiinfra.datapath.plugins.modules import model_cache
-from model_data import blob, sha
+from capability_results import diff_entry, kinds, texts
+from model_data import FlakyStream, blob, sha
 
 MiB = 1 << 20
 
@@ -64,7 +66,7 @@ class Cache:
         self.run_module = run_module
 
     def args(self, models: list[dict], **extra) -> dict:
-        base = dict(root=str(self.root), models=models, lock_file=str(self.lock))
+        base = dict(cache_dir=str(self.root), models=models, lock_file=str(self.lock))
         base.update(extra)
         return base
 
@@ -117,9 +119,14 @@ def test_publishes_from_local_dir(cache):
     assert sorted(f["path"] for f in meta["files"]) == sorted(FILES)
     assert meta["published_at"] and meta["last_used"]
     assert not (cache.root / ".staging").exists()
-    assert any(a.startswith("fetch llama@v1") for a in result["actions"])
-    assert "switch llama/current: None -> v1" in result["actions"]
+    assert any(a.startswith("fetch llama@v1") for a in texts(result))
+    assert "switch llama/current: None -> v1" in texts(result)
     assert result["reserve_bytes"] == 0 and result["free_bytes"] > 0 and result["evicted"] == []
+    assert kinds(result) == ["create", "fetch", "switch"]
+    fetch, switch = result["actions"][1:]
+    assert (fetch["target"], fetch["before"], fetch["after"], fetch["destructive"]) == ("llama@v1", None, "published",
+                                                                                        False)
+    assert (switch["target"], switch["before"], switch["after"]) == ("llama/current", None, "v1")
 
 
 def test_file_url_source_and_modes(cache):
@@ -146,13 +153,21 @@ def test_second_run_is_present_without_touching_the_source(cache):
     assert listing(cache.root / "llama" / "v1") == before
 
 
+def test_nothing_to_do_shows_no_diff(cache):
+    source, files = cache.source("m", {"a": b"x"})
+    models = [dict(name="m", version="1", source=source, files=files)]
+    cache.run(models)
+    result = cache.run(models, diff=True)
+    assert result["changed"] is False and "diff" not in result
+
+
 def test_last_used_bookkeeping_is_not_a_change(cache):
     source, files = cache.source("m", {"a": b"x"})
     models = [dict(name="m", version="1", source=source, files=files)]
     cache.run(models)
     cache.set_last_used("m", "1", "2001-01-01T00:00:00Z")
     result = cache.run(models)
-    assert result["changed"] is False
+    assert result["changed"] is False and result["actions"] == []
     assert cache.meta("m", "1")["last_used"] > "2001-01-01T00:00:00Z"
 
 
@@ -164,12 +179,14 @@ def test_new_version_switches_current_and_keeps_the_old(cache):
     assert result["changed"] is True
     assert os.readlink(cache.root / "m" / "current") == "v2"
     assert (cache.root / "m" / "v1" / "w").read_bytes() == b"one"
-    assert result["diff"]["before"] == "m/current -> v1\n"
-    assert result["diff"]["after"] == "m/current -> v2\n"
+    assert diff_entry(result, "current versions")["before"] == "m/current = v1\n"
+    assert diff_entry(result, "current versions")["after"] == "m/current = v2\n"
+    assert len(result["diff"]) == 1
     # switching back to a present version is a change with no bytes moved
     back = cache.run([dict(name="m", version="v1", source=s1, files=f1)])
     assert back["changed"] is True and back["models"][0]["status"] == "present"
     assert back["models"][0]["bytes_moved"] == 0
+    assert texts(back) == ["switch m/current: v2 -> v1"]
     assert os.readlink(cache.root / "m" / "current") == "v1"
 
 
@@ -224,7 +241,8 @@ def test_corrupt_published_file_is_replaced_with_verify_sha256(cache):
     assert cache.run(models)["changed"] is False  # same size: the cheap check does not see it
     result = cache.run(models, verify_existing="sha256")
     assert result["changed"] is True and result["models"][0]["status"] == "published"
-    assert any(a.startswith("replace m@1") for a in result["actions"])
+    assert any(a.startswith("replace m@1") for a in texts(result))
+    assert kinds(result) == ["replace", "fetch"] and result["actions"][0]["destructive"] is False
     assert target.read_bytes() == blob(4096)
 
 
@@ -289,27 +307,6 @@ def test_longer_part_than_the_file_restarts(cache):
     assert (cache.root / "m" / "1" / "w").read_bytes() == data
 
 
-class FlakyStream(io.RawIOBase):
-    """A source stream that raises ConnectionResetError after ``fail_after`` bytes."""
-
-    def __init__(self, data: bytes, fail_after: int | None) -> None:
-        self.data = data
-        self.pos = 0
-        self.fail_after = fail_after
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf) -> int:
-        if self.fail_after is not None and self.pos >= self.fail_after:
-            raise ConnectionResetError(104, "Connection reset by peer")
-        end = len(self.data) if self.fail_after is None else min(len(self.data), self.fail_after)
-        n = min(len(buf), end - self.pos, 256 * 1024)
-        buf[:n] = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return n
-
-
 class FakeHttpSource:
     """Stands in for HttpSource: Range support optional, failure after N bytes on the first opens."""
 
@@ -346,7 +343,7 @@ class FakeHttpSource:
 
 def use_source(monkeypatch, fake: FakeHttpSource) -> None:
     monkeypatch.setattr(mc, "make_source", lambda item, options: fake)
-    monkeypatch.setattr(mc.time, "sleep", lambda s: None)  # retry back-off
+    monkeypatch.setattr(transfer.time, "sleep", lambda s: None)  # retry back-off
 
 
 def test_interrupted_transfer_resumes_within_the_run(cache, monkeypatch):
@@ -437,23 +434,11 @@ def test_manifest_sha256_mismatch_fails(cache):
     assert not (cache.root / "m").exists()
 
 
-def test_parse_manifest_formats():
-    a, b = "a" * 64, "B" * 64
-    files = mc.parse_manifest("# comment\n%s  dir/x.bin\n%s *./y.bin\n\n" % (a, b))
-    assert files == [dict(path="dir/x.bin", sha256=a, size=None), dict(path="y.bin", sha256="b" * 64, size=None)]
-    with pytest.raises(mc.ModelCacheError, match="line 1"):
-        mc.parse_manifest("nothex  file\n")
-    with pytest.raises(mc.ModelCacheError, match="relative"):
-        mc.parse_manifest("%s  ../etc/passwd\n" % a)
-    with pytest.raises(mc.ModelCacheError, match="no files"):
-        mc.parse_manifest("# empty\n")
-
-
 # --------------------------------------------------------------------------- reserve and eviction
 
 def small_fs(monkeypatch, cache: Cache, capacity: int) -> None:
     """free_bytes = capacity - bytes below the cache directory (eviction frees, writing uses)."""
-    monkeypatch.setattr(mc, "free_bytes", lambda path: capacity - mc.tree_bytes(str(cache.tmp / "cache")))
+    monkeypatch.setattr(mc, "free_bytes", lambda path: capacity - layout.tree_bytes(str(cache.tmp / "cache")))
 
 
 def install(cache: Cache, name: str, version: str, size: int, last_used: str, seed: int = 0) -> int:
@@ -477,8 +462,14 @@ def test_reserve_evicts_lru_unpinned_and_never_pinned(cache, monkeypatch):
     assert not (cache.root / "a" / "1").exists() and not (cache.root / "a" / "current").exists()
     assert not (cache.root / "a" / ".versions" / "1.json").exists()
     assert (cache.root / "old" / "1" / "w.bin").exists() and (cache.root / "b" / "1" / "w.bin").exists()
-    assert any(x.startswith("evict a@1") for x in result["actions"])
+    assert any(x.startswith("evict a@1") for x in texts(result))
     assert result["models"][0]["status"] == "published" and result["reserve_bytes"] == reserve
+    # evictions come first (they make the room; a's pointer goes with its version), only they lose data
+    assert texts(result)[0] == "switch a/current: 1 -> None"
+    assert kinds(result) == ["switch", "evict", "fetch", "switch"]
+    assert [a["destructive"] for a in result["actions"]] == [False, True, False, False]
+    evict = result["actions"][1]
+    assert (evict["target"], evict["before"], evict["after"]) == ("a@1", "published", None)
 
 
 def test_reserve_refuses_before_downloading_when_it_cannot_fit(cache):
@@ -494,6 +485,7 @@ def test_reserve_refuses_before_downloading_when_it_cannot_fit(cache):
     assert "need %d bytes" % (4 * MiB) in msg and "reserve %d" % reserve in msg
     assert "%d bytes evictable in 1 unpinned versions" % (4 * MiB) in msg
     assert result["needed_bytes"] == 4 * MiB and result["evictable_bytes"] == 4 * MiB
+    assert [a["kind"] for a in result["actions"]] == ["fetch", "switch"]  # what was planned, none done
     assert listing(cache.root) == before  # nothing evicted, nothing downloaded
 
 
@@ -537,16 +529,21 @@ def test_check_mode_changes_nothing(cache, monkeypatch):
     assert result["changed"] is True
     assert result["models"][0]["status"] == "would_publish" and result["models"][0]["bytes_moved"] == 0
     assert result["evicted"] == [dict(name="a", version="1", bytes=8 * MiB)]
-    assert any(a.startswith("fetch new@1") and "%d bytes to move" % (3 * MiB) in a for a in result["actions"])
-    assert "switch new/current: None -> 1" in result["actions"]
-    assert result["diff"]["after"] == "new/current -> 1\n"
+    assert any(a.startswith("fetch new@1") and "%d bytes to move" % (3 * MiB) in a for a in texts(result))
+    assert "switch new/current: None -> 1" in texts(result)
+    # a's current pointer goes with the evicted version; new's is created
+    assert diff_entry(result, "current versions") == dict(
+        before_header="current versions", after_header="current versions",
+        before="a/current = 1\n", after="new/current = 1\n")
 
 
 def test_check_mode_on_a_missing_root_creates_nothing(cache):
     source, files = cache.source("m", {"a": b"x"})
     result = cache.run([dict(name="m", version="1", source=source, files=files)], check_mode=True)
-    assert not cache.root.exists() and not cache.lock.exists()
-    assert result["changed"] is True and "create %s" % cache.root in result["actions"]
+    # nothing on the cache filesystem; the cache lock is taken in check mode as in a real run
+    assert not cache.root.exists() and listing(cache.tmp / "cache") == {}
+    assert cache.lock.exists()
+    assert result["changed"] is True and "create %s" % cache.root in texts(result)
 
 
 def test_check_mode_predicts_no_change_when_present(cache):
@@ -580,7 +577,7 @@ def test_bad_input_is_named_and_changes_nothing(cache, model, fragment):
 
 def test_bad_pinned_and_missing_parent(cache, tmp_path):
     assert "name@version" in cache.run([], pinned=["nover"], expect_failure=True)["msg"]
-    result = cache.run_module(model_cache.main, dict(root=str(tmp_path / "no" / "models"), models=[],
+    result = cache.run_module(model_cache.main, dict(cache_dir=str(tmp_path / "no" / "models"), models=[],
                                                      lock_file=str(cache.lock)), expect_failure=True)
     assert "does not exist" in result["msg"]
 
@@ -590,19 +587,23 @@ def test_require_mount(cache, tmp_path):
     assert "is not a mount point" in failed["msg"] and not cache.root.exists()
     # the real mount point holding tmp_path is accepted
     real = os.path.realpath(str(tmp_path))
-    mount = max((p for p in mc.mount_points() if real == p or real.startswith(p.rstrip("/") + "/")), key=len)
+    mount = max((p for p in layout.mount_points() if real == p or real.startswith(p.rstrip("/") + "/")), key=len)
     result = cache.run([], require_mount=mount)
     assert result["changed"] is True and cache.root.is_dir()
-    outside = cache.run_module(model_cache.main, dict(root=str(tmp_path / "cache" / "models"), models=[],
+    outside = cache.run_module(model_cache.main, dict(cache_dir=str(tmp_path / "cache" / "models"), models=[],
                                                       require_mount="/proc", lock_file=str(cache.lock)),
                                expect_failure=True)
     assert "not below require_mount" in outside["msg"]
 
 
-def test_mountinfo_escapes(tmp_path):
-    info = tmp_path / "mountinfo"
-    info.write_text("36 35 98:0 / /mnt/model\\040cache rw,noatime master:1 - xfs /dev/md127 rw\n")
-    assert "/mnt/model cache" in mc.mount_points(str(info))
+def lock_state(path: Path) -> str:
+    import fcntl
+    with open(path) as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return "free"
+        except OSError:
+            return "held"
 
 
 def test_node_lock_is_held(cache, monkeypatch):
@@ -610,74 +611,56 @@ def test_node_lock_is_held(cache, monkeypatch):
     seen = []
     real = mc.ModelCache.apply
 
-    def apply(self):
-        import fcntl
-        with open(cache.lock) as handle:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                seen.append("free")
-            except OSError:
-                seen.append("held")
-        return real(self)
+    def apply(self, state, actions):
+        seen.append(lock_state(cache.lock))
+        return real(self, state, actions)
 
     monkeypatch.setattr(mc.ModelCache, "apply", apply)
     cache.run([dict(name="m", version="1", source=source, files=files)])
     assert seen == ["held"]
 
 
-# --------------------------------------------------------------------------- copy loop and bandwidth cap
+def test_cache_lock_is_held_in_check_mode_too(cache, monkeypatch):
+    source, files = cache.source("m", {"a": b"x"})
+    seen = []
+    real = mc.ModelCache.read
+
+    def read(self):
+        seen.append(lock_state(cache.lock))
+        return real(self)
+
+    monkeypatch.setattr(mc.ModelCache, "read", read)
+    cache.run([dict(name="m", version="1", source=source, files=files)], check_mode=True)
+    assert seen == ["held"]
+
+
+def test_root_is_a_deprecated_alias_of_cache_dir(cache):
+    source, files = cache.source("m", {"a": b"x"})
+    args = cache.args([dict(name="m", version="1", source=source, files=files)])
+    args["root"] = args.pop("cache_dir")
+    result = cache.run_module(model_cache.main, args)
+    assert result["models"][0]["status"] == "published"
+    assert (cache.root / "m" / "1" / "a").read_bytes() == b"x"
+    deprecations = [str(d) for d in ansible_warnings.get_deprecation_messages()]
+    assert any("Alias 'root' is deprecated" in d for d in deprecations), deprecations
+
+
+# --------------------------------------------------------------------------- bandwidth cap
 
 class FakeClock:
     def __init__(self) -> None:
         self.now = 0.0
-        self.sleeps: list[float] = []
 
     def __call__(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
         self.now += seconds
-
-
-def test_token_bucket_sleeps_for_the_bytes_over_the_burst():
-    clock = FakeClock()
-    bucket = mc.TokenBucket(1000000, burst=250000, clock=clock, sleep=clock.sleep)
-    for _attempt in range(40):
-        bucket.consume(100000)  # 4 MB at 1 MB/s with no time passing but the sleeps
-    assert bucket.slept == pytest.approx((4000000 - 250000) / 1000000.0)
-    assert clock.now == pytest.approx(3.75)
-
-
-def test_token_bucket_refills_while_idle():
-    clock = FakeClock()
-    bucket = mc.TokenBucket(1000, burst=1000, clock=clock, sleep=clock.sleep)
-    bucket.consume(1000)
-    clock.now += 10.0  # idle: the bucket refills up to its burst only
-    assert bucket.consume(1000) == 0.0
-    assert bucket.consume(500) == pytest.approx(0.5)
-
-
-def test_stream_copy_with_a_cap_copies_everything_and_computes_the_sleep(tmp_path):
-    data = blob(3 * MiB + 5)
-    clock = FakeClock()
-    rate = 4 * MiB
-    bucket = mc.TokenBucket(rate, clock=clock, sleep=clock.sleep)
-    digest = hashlib.sha256()
-    target = tmp_path / "out"
-    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT)
-    try:
-        copied = mc.stream_copy(io.BytesIO(data), fd, digest, bucket=bucket)
-    finally:
-        os.close(fd)
-    assert copied == len(data) and target.read_bytes() == data and digest.hexdigest() == sha(data)
-    # the copy moved len(data) bytes at `rate`: everything over the initial burst was slept for
-    assert bucket.slept == pytest.approx((len(data) - bucket.burst) / rate, rel=0.01)
 
 
 def test_bandwidth_limit_reaches_the_copy_loop(cache, monkeypatch):
     buckets = []
-    real = mc.TokenBucket
+    real = transfer.TokenBucket
 
     def recording(rate, **kw):
         clock = FakeClock()
@@ -685,92 +668,10 @@ def test_bandwidth_limit_reaches_the_copy_loop(cache, monkeypatch):
         buckets.append(bucket)
         return bucket
 
-    monkeypatch.setattr(mc, "TokenBucket", recording)
+    monkeypatch.setattr(transfer, "TokenBucket", recording)
     data = blob(2 * MiB)
     source, files = cache.source("m", {"w": data})
     result = cache.run([dict(name="m", version="1", source=source, files=files)], bandwidth_limit=MiB)
     assert result["models"][0]["bytes_moved"] == len(data)
     assert buckets and buckets[0].rate == MiB
     assert buckets[0].slept == pytest.approx((len(data) - buckets[0].burst) / MiB, rel=0.01)
-
-
-@pytest.mark.parametrize("chunk, buffers", [(1, 1), (7, 2), (64 * 1024, 3), (mc.CHUNK, mc.BUFFERS)])
-def test_stream_copy_keeps_order_for_any_buffering(tmp_path, chunk, buffers):
-    data = blob(5000 if chunk < 100 else 3 * MiB)
-    digest = hashlib.sha256()
-    target = tmp_path / "out"
-    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT)
-    try:
-        copied = mc.stream_copy(io.BytesIO(data), fd, digest, chunk=chunk, buffers=buffers)
-    finally:
-        os.close(fd)
-    assert copied == len(data) and target.read_bytes() == data and digest.hexdigest() == sha(data)
-
-
-def test_stream_copy_limit_and_reader_error(tmp_path):
-    data = blob(MiB)
-    digest = hashlib.sha256()
-    fd = os.open(str(tmp_path / "out"), os.O_WRONLY | os.O_CREAT)
-    try:
-        assert mc.stream_copy(io.BytesIO(data), fd, digest, limit=1000, chunk=300) == 1000
-        with pytest.raises(mc.TransferError):
-            mc.stream_copy(FlakyStream(data, 5000), fd, hashlib.sha256(), chunk=1024)
-    finally:
-        os.close(fd)
-    assert digest.hexdigest() == sha(data[:1000])
-
-
-# --------------------------------------------------------------------------- S3 signature
-
-def test_sigv4_matches_the_aws_published_get_object_example():
-    # AWS, "Authenticating Requests: Using the Authorization Header (AWS Signature Version 4)",
-    # Example: GET Object (https://docs.aws.amazon.com/AmazonS3/latest/API/sig-v4-header-based-auth.html):
-    # the first 10 bytes of test.txt from examplebucket, signed with the documentation's example keys.
-    auth = mc.sigv4_sign(
-        "GET", "examplebucket.s3.amazonaws.com", "/test.txt",
-        {"range": "bytes=0-9", "x-amz-content-sha256": mc.EMPTY_SHA256, "x-amz-date": "20130524T000000Z"},
-        "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "us-east-1", "20130524T000000Z")
-    assert auth == (
-        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request,"
-        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date,"
-        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
-
-
-def test_s3_source_is_path_style_and_signed():
-    s3 = dict(endpoint_url="http://minio:9000/", region="eu-1", access_key="AK", secret_key="SK",
-              session_token="TOK")
-    source = mc.S3Source(("models", "llama/v1"), s3=s3)
-    assert source.url("dir/a b.bin") == "http://minio:9000/models/llama/v1/dir/a%20b.bin"
-    assert source.describe("x") == "s3://models/llama/v1/x"
-    headers = source.request_headers("GET", source.url("x"), {"Range": "bytes=5-"})
-    assert headers["x-amz-security-token"] == "TOK" and headers["x-amz-content-sha256"] == mc.EMPTY_SHA256
-    assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=AK/")
-    assert "/eu-1/s3/aws4_request,SignedHeaders=host;range;x-amz-content-sha256;x-amz-date;x-amz-security-token," \
-        in headers["Authorization"]
-    anonymous = mc.S3Source(("b", ""), s3={})
-    assert anonymous.url("k") == "https://s3.us-east-1.amazonaws.com/b/k"
-    assert "Authorization" not in anonymous.request_headers("GET", anonymous.url("k"), {})
-
-
-def test_writeback_is_started_while_copying(tmp_path, monkeypatch):
-    """Every WRITEBACK_EVERY bytes the copy asks the kernel to start writing back (so that the
-    final fsync has little left); the data is the same either way."""
-    assert mc._SYNC_FILE_RANGE is not None, "glibc provides sync_file_range"
-    calls = []
-    real = mc.start_writeback
-    monkeypatch.setattr(mc, "start_writeback", lambda fd, off, n: (calls.append((off, n)), real(fd, off, n)))
-    monkeypatch.setattr(mc, "WRITEBACK_EVERY", 1 << 20)
-    data = os.urandom(5 << 20)
-    target = tmp_path / "out.bin"
-    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, b"x" * 100)  # resuming: the copy appends after what is there
-        digest = hashlib.sha256()
-        copied = mc.stream_copy(io.BufferedReader(io.BytesIO(data)), fd, digest, chunk=256 << 10)
-    finally:
-        os.close(fd)
-    assert copied == len(data)
-    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
-    assert target.read_bytes() == b"x" * 100 + data
-    assert calls and calls[0] == (100, 1 << 20)
-    assert all(off == 100 + i * (1 << 20) for i, (off, _n) in enumerate(calls))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _roce_qos
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _roce_qos_boot as boot
 from ansible_collections.aiinfra.datapath.plugins.modules import roce_qos
+from capability_results import diff_entry, kinds, texts
 from netfakes import FakeDcb, FakeMlnxQos, FakeRunner, fixture, fresh_warnings, nic, rdma_cm, use
 
 DCB = "/usr/sbin/dcb"
@@ -47,13 +47,6 @@ def args(node, items, **extra):
     return base
 
 
-def test_tos_derivation():
-    assert _roce_qos.tos_from_dscp(26) == 106
-    assert _roce_qos.tos_from_dscp(26, ecn=False) == 104
-    assert _roce_qos.dscp_from_tos(106) == 26
-    assert [_roce_qos.iboe_mtu(m) for m in (1500, 2144, 4191, 4192, 9000)] == [1024, 2048, 2048, 4096, 4096]
-
-
 def test_dcb_backend_full_run_then_idempotent(run_module, tree, monkeypatch):
     dev = FakeDcb("ens1f0np0", pfc=fixture("dcb/pfc-show.json"))
     fake(monkeypatch, dev)
@@ -72,18 +65,22 @@ def test_dcb_backend_full_run_then_idempotent(run_module, tree, monkeypatch):
     assert tree.get(NET + "/ecn/roce_np/cnp_802p_prio").strip() == "6"
     assert tree.get(CM + "/default_roce_mode").strip() == "RoCE v2"
     assert tree.get(CM + "/default_roce_tos").strip() == "106"
-    assert "write %s/default_roce_tos = 106" % CM in result["actions"]
-    assert result["diff"]["before"]["ens1f0np0"]["trust"] == "pcp"
-    assert result["diff"]["after"]["ens1f0np0"]["dscp2prio"] == {"26": 3, "48": 6}
+    assert "write %s/default_roce_tos = 106" % CM in texts(result)
+    settings = diff_entry(result, "RoCE QoS settings")
+    assert "ens1f0np0 trust = pcp\n" in settings["before"]
+    assert 'ens1f0np0 dscp2prio = {"26": 3, "48": 6}\n' in settings["after"]
+    assert "%s/default_roce_tos = 106\n" % CM in diff_entry(result, "sysfs and configfs")["after"]
+    assert diff_entry(result, boot.STATE_FILE)["before"] == ""
+    assert kinds(result) == ["command"] * 3 + ["sysfs"] * 18 + ["file"] * 3 + ["link"]
     # persistence: state, script, unit, enabled
-    state = json.loads(tree.get(_roce_qos.STATE_FILE))
+    state = json.loads(tree.get(boot.STATE_FILE))
     steps = state["interfaces"]["ens1f0np0"]["steps"]
     assert steps[0] == {"op": "run", "argv": [DCB, "apptrust", "set", "dev", "ens1f0np0", "order", "dscp", "pcp"]}
     assert {"op": "write", "path": CM + "/default_roce_tos", "value": "106"} in steps
     assert any(s["op"] == "run" and s["argv"][1] == "pfc" for s in steps)  # full replay, not the diff
-    assert os.stat(tree.path(_roce_qos.APPLY_SCRIPT)).st_mode & 0o777 == 0o755
-    assert "ExecStart=%s %s" % (_roce_qos.APPLY_SCRIPT, _roce_qos.STATE_FILE) in tree.get(_roce_qos.UNIT_FILE)
-    assert os.readlink(tree.path(_roce_qos.UNIT_LINK)) == _roce_qos.UNIT_FILE
+    assert os.stat(tree.path(boot.APPLY_SCRIPT)).st_mode & 0o777 == 0o755
+    assert "ExecStart=%s %s" % (boot.APPLY_SCRIPT, boot.STATE_FILE) in tree.get(boot.UNIT_FILE)
+    assert os.readlink(tree.path(boot.UNIT_LINK)) == boot.UNIT_FILE
 
     dev.sets.clear()
     again = run_module(roce_qos.main, args(tree, [QOS]))
@@ -96,8 +93,8 @@ def test_check_mode_touches_nothing(run_module, tree, monkeypatch):
     before = tree.snapshot()
     result = run_module(roce_qos.main, args(tree, [QOS]), check_mode=True)
     assert result["changed"] is True
-    assert "%s pfc set dev ens1f0np0 prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off" % DCB in result["actions"]
-    assert "write %s" % _roce_qos.STATE_FILE in result["actions"]
+    assert "%s pfc set dev ens1f0np0 prio-pfc 0:off 1:off 2:off 3:on 4:off 5:off 6:off 7:off" % DCB in texts(result)
+    assert "write %s" % boot.STATE_FILE in texts(result)
     assert dev.sets == [] and runner.commands == []
     assert tree.snapshot() == before
 
@@ -114,7 +111,7 @@ def test_mlnx_qos_backend_with_vendor_driver(run_module, node, monkeypatch):
     assert dev.sets[1] == [MLNX, "-i", "ens1f0np0", "--dscp2prio", "set,46,4"]
     assert dev.sets[2] == [MLNX, "-i", "ens1f0np0", "--pfc", "0,0,0,1,0,0,0,0"]
     assert dev.sets[3][3] == "-p"
-    assert not node.exists(_roce_qos.STATE_FILE)
+    assert not node.exists(boot.STATE_FILE)
     assert run_module(roce_qos.main, args(node, [item], persist=False))["changed"] is False
 
 
@@ -137,7 +134,7 @@ def test_veth_unsupported_no_traceback_no_change(run_module, node, monkeypatch):
     assert row["supported"] is False and "virtual interface" in row["reason"]
     assert result["changed"] is False and result["actions"] == []
     assert runner.calls == []
-    assert not node.exists(_roce_qos.STATE_FILE)
+    assert not node.exists(boot.STATE_FILE)
 
 
 def test_device_answering_operation_not_supported(run_module, node, monkeypatch):
@@ -197,7 +194,7 @@ def test_rdma_cm_group_created_like_cma_roce_mode(run_module, node, monkeypatch)
     fake(monkeypatch, FakeDcb("ens1f0np0"))
     item = {"interface": "ens1f0np0", "roce_mode": "v2", "roce_tos": 106}
     check = run_module(roce_qos.main, args(node, [item], persist=False), check_mode=True)
-    assert check["actions"][0] == "mkdir /sys/kernel/config/rdma_cm/mlx5_0"
+    assert texts(check)[0] == "mkdir /sys/kernel/config/rdma_cm/mlx5_0"
 
     def kernel_mkdir(path):  # configfs populates the group's ports on mkdir
         os.mkdir(path)
@@ -254,20 +251,3 @@ def test_match_selector(run_module, tree, monkeypatch):
     item = {"match": {"pci": "0000:e6:00.0"}, "pfc_priorities": [3]}
     result = run_module(roce_qos.main, args(tree, [item], persist=False), check_mode=True)
     assert result["interfaces"][0]["interface"] == "ens1f0np0"
-
-
-def test_boot_script_replays_steps(tmp_path):
-    script = tmp_path / "apply"
-    script.write_text(_roce_qos.APPLY_SCRIPT_TEXT)
-    target = tmp_path / "cfg"
-    steps = [{"op": "mkdir", "path": str(target)},
-             {"op": "write", "path": str(target / "tos"), "value": "106"},
-             {"op": "run", "argv": [sys.executable, "-c", "pass"]}]
-    state = tmp_path / "state.json"
-    state.write_text(_roce_qos.state_document({"lo": {"backend": "dcb", "steps": steps}}))
-    subprocess.run([sys.executable, str(script), str(state)], check=True, timeout=30)
-    assert (target / "tos").read_text() == "106"
-    bad = tmp_path / "bad.json"
-    bad.write_text(_roce_qos.state_document({"lo": {"steps": [{"op": "run", "argv": ["/nonexistent-tool"]}]}}))
-    done = subprocess.run([sys.executable, str(script), str(bad)], timeout=30, stderr=subprocess.DEVNULL, check=False)
-    assert done.returncode == 1

@@ -6,9 +6,9 @@ import copy
 from typing import Any
 
 PLAN: dict[str, Any] = {
-    "version": 1,
+    "version": 2,
     "host": "node1",
-    "sysctl": {"file": "/etc/sysctl.d/90-aiinfra-datapath.conf", "keys": {
+    "sysctl_profile": {"file": "/etc/sysctl.d/90-aiinfra-datapath.conf", "keys": {
         "net.ipv4.tcp_rmem": {"value": "4096 131072 16777216", "mode": "minimum", "scope": "netns",
                               "ignore_missing": False},
         "net.ipv4.tcp_mtu_probing": {"value": "1", "mode": "exact", "scope": "netns", "ignore_missing": False},
@@ -19,21 +19,21 @@ PLAN: dict[str, Any] = {
                             {"size": "1G", "count": 4, "per_node": {"0": 2, "1": 2}, "persist": "cmdline"}],
                   "thp": {"enabled": "madvise", "defrag": "madvise"}, "mounts": [], "bytes_per_node": {}},
     "kernel_cmdline": {"args": ["hugepagesz=1G", "hugepages=0:2,1:2", "iommu=pt"]},
-    "interfaces": [{"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500},
-                   {"name": None, "match": {"pci": "0000:1a:00.0"}, "fabric": "rdma", "mtu": 9000}],
-    "qos": [{"interface": None, "match": {"pci": "0000:1a:00.0"}, "fabric": "rdma", "trust": "dscp",
+    "link_mtu": {"interfaces": [{"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500},
+                                {"name": None, "match": {"pci": "0000:1a:00.0"}, "fabric": "rdma", "mtu": 9000}]},
+    "roce_qos": {"interfaces": [{"interface": None, "match": {"pci": "0000:1a:00.0"}, "fabric": "rdma", "trust": "dscp",
              "pfc_priorities": [3], "dscp2prio": {"26": 3, "48": 6},
              "ets": {"prio_tc": [0, 1, 2, 3, 4, 5, 6, 7], "tsa": ["ets"] * 6 + ["strict", "ets"],
                      "bw": [10, 10, 10, 50, 10, 0, 0, 10]},
              "ecn": {"rp": [3], "np": [3]}, "cnp": {"dscp": 48, "priority": 6}, "roce_tos": 106,
-             "roce_mode": "v2", "roce_mtu": 4096}],
-    "firmware": {"policies": [{"driver": "mlx5_core", "psid": "MT_0000000838", "min_version": "28.39.3560",
+             "roce_mode": "v2", "roce_mtu": 4096}]},
+    "nic_firmware": {"policies": [{"driver": "mlx5_core", "psid": "MT_0000000838", "min_version": "28.39.3560",
                                "allowed": []}]},
-    "storage": {"devices": ["/dev/disk/by-id/nvme-A"], "select": None, "raid": None,
+    "nvme_layout": {"devices": ["/dev/disk/by-id/nvme-A"], "select": None, "raid": None,
                 "filesystem": {"type": "xfs", "label": "model-cache"},
                 "mount": {"path": "/mnt/model-cache", "options": ["noatime", "nodiratime"]},
                 "directories": [], "reserve_bytes": 0, "wipe_serials": []},
-    "k8s": {"labels": {"aiinfra.io/nvme-cache": "true"}, "local_volume_class": None},
+    "nfd_labels": {"labels": {"aiinfra.io/nvme-cache": "true"}, "local_volume_class": None},
 }
 
 FACTS: dict[str, Any] = {

@@ -45,7 +45,8 @@ def test_sysctl_exact_drift() -> None:
     f = facts()
     f["sysctl"]["net.ipv4.tcp_mtu_probing"]["value"] = "0"
     found = only(compare(plan(), f))
-    assert (found["capability"], found["check"], found["key"]) == ("sysctl", "sysctl-value", "net.ipv4.tcp_mtu_probing")
+    assert (found["capability"], found["check"], found["key"]) == ("sysctl_profile", "sysctl-value",
+                                                                   "net.ipv4.tcp_mtu_probing")
     assert (found["wanted"], found["actual"], found["severity"], found["kind"]) == ("1", "0", "error", "drift")
     assert is_failure(found)
 
@@ -62,7 +63,7 @@ def test_sysctl_minimum_is_compared_field_by_field() -> None:
 
 def test_sysctl_multi_value_exact_compares_values_not_whitespace() -> None:
     p = plan()
-    p["sysctl"]["keys"]["net.ipv4.tcp_rmem"]["mode"] = "exact"
+    p["sysctl_profile"]["keys"]["net.ipv4.tcp_rmem"]["mode"] = "exact"
     f = facts()
     f["sysctl"]["net.ipv4.tcp_rmem"]["value"] = "4096  131072\t16777216"
     assert compare(p, f) == []
@@ -86,7 +87,7 @@ def test_sysctl_read_only_below_floor_with_ignore_missing_is_info() -> None:
     f = facts()
     f["sysctl"]["net.core.rmem_max"] = {"value": "212992", "state": "read_only"}
     found = list(compare(plan(), f, options={"rtt_us": 1}))
-    assert checks(found) == [("sysctl", "sysctl-read-only", "net.core.rmem_max")]
+    assert checks(found) == [("sysctl_profile", "sysctl-read-only", "net.core.rmem_max")]
     assert found[0]["severity"] == "info"
 
 
@@ -101,7 +102,8 @@ def test_socket_buffer_below_bandwidth_delay_product() -> None:
     f = facts()
     f["sysctl"]["net.core.wmem_max"]["value"] = "4194304"  # 4 MiB < 400 Gb/s x 100 µs = 5 MB
     found = only(compare(plan(), f))
-    assert (found["capability"], found["check"], found["key"]) == ("sysctl", "socket-buffer-bdp", "net.core.wmem_max")
+    assert (found["capability"], found["check"], found["key"]) == ("sysctl_profile", "socket-buffer-bdp",
+                                                                   "net.core.wmem_max")
     assert found["wanted"] == ">= 5000000" and found["severity"] == "warning" and found["kind"] == "finding"
     assert "400000 Mb/s" in found["reason"] and "100 µs" in found["reason"]
     assert not is_failure(found)
@@ -122,10 +124,10 @@ def test_buffer_finding_uses_the_last_field_of_tcp_mem_keys_and_fallback_speed()
 
 def test_buffer_finding_is_dropped_when_the_key_already_drifted() -> None:
     p = plan()
-    p["sysctl"]["keys"]["net.ipv4.tcp_rmem"]["value"] = "4096 131072 16777216"
+    p["sysctl_profile"]["keys"]["net.ipv4.tcp_rmem"]["value"] = "4096 131072 16777216"
     f = facts()
     f["sysctl"]["net.ipv4.tcp_rmem"]["value"] = "4096 131072 1048576"
-    assert checks(compare(p, f)) == [("sysctl", "sysctl-value", "net.ipv4.tcp_rmem")]
+    assert checks(compare(p, f)) == [("sysctl_profile", "sysctl-value", "net.ipv4.tcp_rmem")]
 
 
 # -- hugepages and THP -------------------------------------------------------------------------
@@ -159,7 +161,7 @@ def test_thp_drift_and_defrag_always_finding() -> None:
     f = facts()
     f["thp"]["enabled"] = "always"
     found = only(compare(plan(), f))
-    assert (found["capability"], found["check"], found["key"]) == ("thp", "thp-value", "enabled")
+    assert (found["capability"], found["check"], found["key"]) == ("hugepages", "thp-value", "enabled")
     # defrag=always in the plan itself: no drift, but the stall finding
     p = plan()
     p["hugepages"]["thp"]["defrag"] = "always"
@@ -170,7 +172,7 @@ def test_thp_drift_and_defrag_always_finding() -> None:
     # defrag=always against a plan of madvise: the drift says it, once
     f = facts()
     f["thp"]["defrag"] = "always"
-    assert checks(compare(plan(), f)) == [("thp", "thp-value", "defrag")]
+    assert checks(compare(plan(), f)) == [("hugepages", "thp-value", "defrag")]
 
 
 def test_thp_left_alone_by_the_plan() -> None:
@@ -186,7 +188,7 @@ def test_kernel_argument_missing_is_a_pending_reboot_info() -> None:
     f = facts()
     f["cmdline"] = ["ro", "iommu=on", "hugepagesz=1G", "hugepages=0:2,1:2"]
     found = only(compare(plan(), f))
-    assert (found["capability"], found["check"], found["key"]) == ("cmdline", "cmdline-pending", "iommu=pt")
+    assert (found["capability"], found["check"], found["key"]) == ("kernel_cmdline", "cmdline-pending", "iommu=pt")
     assert (found["severity"], found["kind"], found["actual"]) == ("info", "drift", "iommu=on")
     assert "reboot is pending" in found["reason"]
     assert not fails([found], "drift")
@@ -198,10 +200,10 @@ def test_mtu_drift_by_name_and_by_pci_match() -> None:
     f["interfaces"]["ens1f0np0"]["mtu"] = 4000
     found = only(compare(plan(), f))
     assert (found["capability"], found["check"], found["key"], found["wanted"], found["actual"]) == (
-        "mtu", "mtu-value", "ens1f0np0", 9000, 4000)
+        "link_mtu", "mtu-value", "ens1f0np0", 9000, 4000)
     f = facts()
     f["interfaces"]["eno1"]["mtu"] = 9000
-    assert checks(compare(plan(), f)) == [("mtu", "mtu-value", "eno1")]
+    assert checks(compare(plan(), f)) == [("link_mtu", "mtu-value", "eno1")]
 
 
 def test_interface_missing() -> None:
@@ -209,7 +211,7 @@ def test_interface_missing() -> None:
     del f["interfaces"]["ens1f0np0"]
     del f["qos"]["ens1f0np0"]
     found = compare(plan(), f)
-    assert checks(found) == [("mtu", "interface-missing", "pci=0000:1a:00.0")]
+    assert checks(found) == [("link_mtu", "interface-missing", "pci=0000:1a:00.0")]
 
 
 def test_path_mtu_from_verify_results_both_shapes() -> None:
@@ -218,7 +220,7 @@ def test_path_mtu_from_verify_results_both_shapes() -> None:
         {"source": "node1", "fabric": "rdma", "peer": "node3", "mtu": 9000, "largest_mtu": 9000, "ok": True},
         {"source": "node2", "fabric": "rdma", "peer": "node1", "mtu": 9000, "largest_mtu": 1500, "ok": False}]}
     found = only(compare(plan(), facts(), verify=report))
-    assert (found["capability"], found["check"], found["key"]) == ("mtu", "path-mtu", "rdma:node2")
+    assert (found["capability"], found["check"], found["key"]) == ("link_mtu", "path-mtu", "rdma:node2")
     assert (found["wanted"], found["actual"], found["severity"]) == (9000, 1500, "error")
     per_host = {"hosts": {"node1": {"paths": [{"fabric": "rdma", "peer": "node4", "mtu": 9000,
                                                "largest_mtu": None, "ok": False}]}}}
@@ -230,10 +232,10 @@ def test_path_mtu_from_verify_results_both_shapes() -> None:
 # -- QoS -------------------------------------------------------------------------------------------
 def test_qos_converged_and_unsupported() -> None:
     p = plan()
-    p["qos"][0]["interface"] = "eno1"  # not DCB capable
+    p["roce_qos"]["interfaces"][0]["interface"] = "eno1"  # not DCB capable
     found = only(compare(p, facts()))
     assert (found["capability"], found["check"], found["severity"], found["kind"]) == (
-        "qos", "qos-unsupported", "info", "finding")
+        "roce_qos", "qos-unsupported", "info", "finding")
 
 
 def test_qos_drift_per_setting() -> None:
@@ -242,10 +244,10 @@ def test_qos_drift_per_setting() -> None:
     live.update(trust="pcp", dscp2prio={"26": 3}, ecn={"rp": [3], "np": []})
     live["ets"]["bw"] = [100, 0, 0, 0, 0, 0, 0, 0]
     assert checks(compare(plan(), f)) == [
-        ("qos", "qos-dscp2prio", "ens1f0np0.dscp48"),
-        ("qos", "qos-ecn", "ens1f0np0.ecn.np"),
-        ("qos", "qos-ets", "ens1f0np0.ets.bw"),
-        ("qos", "qos-trust", "ens1f0np0.trust"),
+        ("roce_qos", "qos-dscp2prio", "ens1f0np0.dscp48"),
+        ("roce_qos", "qos-ecn", "ens1f0np0.ecn.np"),
+        ("roce_qos", "qos-ets", "ens1f0np0.ets.bw"),
+        ("roce_qos", "qos-trust", "ens1f0np0.trust"),
     ]
 
 
@@ -253,7 +255,7 @@ def test_roce_priority_without_pfc_and_without_ecn() -> None:
     f = facts()
     f["qos"]["ens1f0np0"].update(pfc_priorities=[], ecn={"rp": [], "np": []})
     found = compare(plan(), f)
-    assert ("qos", "roce-lossy", "ens1f0np0.priority3") in checks(found)
+    assert ("roce_qos", "roce-lossy", "ens1f0np0.priority3") in checks(found)
     lossy = [x for x in found if x["check"] == "roce-lossy"][0]
     assert lossy["severity"] == "error" and lossy["kind"] == "finding" and "neither PFC nor ECN" in lossy["reason"]
     # PFC off but ECN on: lossy RoCE with DCQCN is a (planned) choice, no finding
@@ -269,7 +271,7 @@ def test_firmware_below_policy() -> None:
     f["interfaces"]["ens1f0np0"]["firmware"]["stored"] = "28.36.1010"
     found = only(compare(plan(), f))
     assert (found["capability"], found["check"], found["key"], found["severity"]) == (
-        "firmware", "firmware-below-policy", "ens1f0np0", "error")
+        "nic_firmware", "firmware-below-policy", "ens1f0np0", "error")
     assert found["wanted"] == ">= 28.39.3560" and found["actual"] == "28.36.1010"
     assert "older than the minimum" in found["reason"]
 
@@ -290,7 +292,7 @@ def test_cache_not_mounted() -> None:
     f["storage"]["mounts"]["/mnt/model-cache"] = {"mounted": False, "source": None, "fstype": None, "options": []}
     found = only(compare(plan(), f))
     assert (found["capability"], found["check"], found["key"], found["severity"]) == (
-        "storage", "mount-missing", "/mnt/model-cache", "error")
+        "nvme_layout", "mount-missing", "/mnt/model-cache", "error")
 
 
 def test_mount_options_fstype_and_fstab() -> None:
@@ -298,9 +300,9 @@ def test_mount_options_fstype_and_fstab() -> None:
     f["storage"]["mounts"]["/mnt/model-cache"].update(options=["rw", "noatime"], fstype="ext4")
     f["storage"]["fstab"]["/mnt/model-cache"]["options"] = ["defaults"]
     assert checks(compare(plan(), f)) == [
-        ("storage", "fstab-options", "/mnt/model-cache fstab options"),
-        ("storage", "mount-fstype", "/mnt/model-cache fstype"),
-        ("storage", "mount-options", "/mnt/model-cache options"),
+        ("nvme_layout", "fstab-options", "/mnt/model-cache fstab options"),
+        ("nvme_layout", "mount-fstype", "/mnt/model-cache fstype"),
+        ("nvme_layout", "mount-options", "/mnt/model-cache options"),
     ]
     f = facts()
     f["storage"]["fstab"]["/mnt/model-cache"] = {"present": False, "source": None, "fstype": None, "options": []}
@@ -310,21 +312,21 @@ def test_mount_options_fstype_and_fstab() -> None:
 
 def test_cache_without_noatime_finding_when_the_plan_does_not_ask() -> None:
     p = plan()
-    p["storage"]["mount"]["options"] = []
+    p["nvme_layout"]["mount"]["options"] = []
     f = facts()
     f["storage"]["mounts"]["/mnt/model-cache"]["options"] = ["rw", "relatime"]
     found = only(compare(p, f))
     assert (found["check"], found["kind"], found["severity"]) == ("cache-atime", "finding", "warning")
     # when the plan asks for noatime the drift says it, once
-    assert checks(compare(plan(), f)) == [("storage", "mount-options", "/mnt/model-cache options")]
+    assert checks(compare(plan(), f)) == [("nvme_layout", "mount-options", "/mnt/model-cache options")]
 
 
 def test_storage_device_missing_and_no_storage_plan() -> None:
     f = facts()
     f["storage"]["devices"]["/dev/disk/by-id/nvme-A"]["exists"] = False
-    assert checks(compare(plan(), f)) == [("storage", "device-missing", "/dev/disk/by-id/nvme-A")]
+    assert checks(compare(plan(), f)) == [("nvme_layout", "device-missing", "/dev/disk/by-id/nvme-A")]
     p = plan()
-    p["storage"] = None
+    p["nvme_layout"] = None
     f["storage"]["mounts"] = {}
     assert compare(p, f) == []
 
@@ -335,7 +337,7 @@ def test_nfd_label_missing_or_different() -> None:
     f["nfd"]["labels"] = {"aiinfra.io/nvme-cache": "false"}
     found = only(compare(plan(), f))
     assert (found["capability"], found["check"], found["key"], found["wanted"], found["actual"]) == (
-        "k8s", "nfd-label", "aiinfra.io/nvme-cache", "true", "false")
+        "nfd_labels", "nfd-label", "aiinfra.io/nvme-cache", "true", "false")
     f["nfd"]["labels"] = {}
     assert "missing" in only(compare(plan(), f))["reason"]
 

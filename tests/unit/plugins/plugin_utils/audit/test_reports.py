@@ -46,7 +46,7 @@ def validator() -> jsonschema.Draft202012Validator:
 def test_json_report_validates_and_counts() -> None:
     report = json.loads(render_json(build_report(results(), "drift", {"rtt_us": 100}, "2026-01-01T00:00:00Z")))
     validator().validate(report)
-    assert report["schema_version"] == 1 and report["failed"] is True
+    assert report["schema_version"] == 2 and report["failed"] is True
     assert report["summary"] == {"hosts": 3, "total": 7, "drift": 5, "error": 3, "warning": 1, "info": 3,
                                  "failing": 3}
     assert [(h["name"], h["status"]) for h in report["hosts"]] == [
@@ -54,7 +54,7 @@ def test_json_report_validates_and_counts() -> None:
     # worst first: errors (drift before finding), then warnings, then info
     assert [f["severity"] for f in report["findings"]] == ["error"] * 3 + ["warning"] + ["info"] * 3
     assert report["findings"][0]["kind"] == "drift"
-    assert report["by_capability"]["mtu"]["total"] == 1
+    assert report["by_capability"]["link_mtu"]["total"] == 1
 
 
 def test_json_schema_rejects_what_it_should() -> None:
@@ -84,13 +84,13 @@ def test_junit_one_testcase_per_host_and_capability() -> None:
     cases = {c.get("name"): c for c in node2.findall("testcase")}
     assert list(cases) == list(CAPABILITIES)
     failed = sorted(name for name, case in cases.items() if case.find("failure") is not None)
-    assert failed == ["mtu", "sysctl"]
+    assert failed == ["link_mtu", "sysctl_profile"]
     assert node2.get("tests") == str(len(CAPABILITIES)) and node2.get("failures") == "2"
     # warning and info findings are output, not failures
-    assert "socket-buffer" not in (cases["sysctl"].find("failure").text or "")
-    assert "wmem_max" in cases["sysctl"].find("system-out").text
-    assert "iommu=pt" in cases["cmdline"].find("system-out").text
-    assert "tcp_mtu_probing" in cases["sysctl"].find("failure").get("message")
+    assert "socket-buffer" not in (cases["sysctl_profile"].find("failure").text or "")
+    assert "wmem_max" in cases["sysctl_profile"].find("system-out").text
+    assert "iommu=pt" in cases["kernel_cmdline"].find("system-out").text
+    assert "tcp_mtu_probing" in cases["sysctl_profile"].find("failure").get("message")
     # an unreachable host is one failing test case
     node3 = suites["node3"].findall("testcase")
     assert [c.get("name") for c in node3] == ["facts"] and node3[0].find("failure") is not None
@@ -105,8 +105,8 @@ def test_markdown_table_per_capability_worst_first() -> None:
     assert "FAILED (fail on: drift)" in text and "2026-01-01T00:00:00Z" in text
     headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
     # errors first (drift before findings, more findings first), info-only capabilities last
-    assert headings == ["sysctl", "mtu", "facts", "cmdline"]
-    sysctl = text.split("## sysctl\n")[1].split("\n## ")[0]
+    assert headings == ["sysctl_profile", "link_mtu", "facts", "kernel_cmdline"]
+    sysctl = text.split("## sysctl_profile\n")[1].split("\n## ")[0]
     rows = [line for line in sysctl.splitlines() if line.startswith("| error") or line.startswith("| warning")]
     assert rows[0].startswith("| error | drift | node2 | net.ipv4.tcp_mtu_probing | 1 | 0 |")
     assert rows[1].startswith("| warning | finding | node2 | net.core.wmem_max |")

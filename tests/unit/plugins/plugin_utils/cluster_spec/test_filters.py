@@ -33,7 +33,7 @@ def test_validate_with_hosts_runs_node_checks() -> None:
 
 def test_node_plan_and_summary() -> None:
     plan = filters.node_plan(base(), "h1", ["gpu"], {"datapath_numa_nodes": 2})
-    assert plan["host"] == "h1" and plan["qos"][0]["roce_tos"] == 106
+    assert plan["host"] == "h1" and plan["roce_qos"]["interfaces"][0]["roce_tos"] == 106
     summary = filters.plan_summary(base(), {"all": ["h1", "h2"], "gpu": ["h1"], "ungrouped": []}, {})
     assert summary["gpu"]["hosts"] == 1 and len(summary["all"]["plans"]) == 2
     with pytest.raises(AnsibleFilterError):

@@ -146,11 +146,11 @@ def test_every_model_error_at_once() -> None:
 def test_models_part_has_exactly_the_documented_shape() -> None:
     spec = with_models(model(), model(name="emb", files=[], manifest="SHA256SUMS", manifest_sha256=SHA_B),
                        reserve="100GiB", bandwidth_limit="500MiB", concurrency=16)
-    part = node_plan(spec, "h1", ["gpu"])["models"]
-    assert set(part) == {"root", "require_mount", "reserve_bytes", "bandwidth_limit", "concurrency", "items"}
-    assert part["root"] == "/mnt/model-cache/models" and part["require_mount"] == "/mnt/model-cache"
+    part = node_plan(spec, "h1", ["gpu"])["model_cache"]
+    assert set(part) == {"cache_dir", "require_mount", "reserve_bytes", "bandwidth_limit", "concurrency", "models"}
+    assert part["cache_dir"] == "/mnt/model-cache/models" and part["require_mount"] == "/mnt/model-cache"
     assert (part["reserve_bytes"], part["bandwidth_limit"], part["concurrency"]) == (100 * 2**30, 500 * 2**20, 16)
-    first, second = part["items"]
+    first, second = part["models"]
     assert set(first) == set(second) == ITEM_KEYS
     assert first["files"] == [{"path": "config.json", "sha256": SHA_A, "size": 512},
                               {"path": "weights/model-00001.safetensors", "sha256": SHA_B, "size": None}]
@@ -160,21 +160,21 @@ def test_models_part_has_exactly_the_documented_shape() -> None:
 
 
 def test_defaults_no_bandwidth_cap_no_concurrency_limit() -> None:
-    part = node_plan(with_models(model()), "h1", ["gpu"])["models"]
+    part = node_plan(with_models(model()), "h1", ["gpu"])["model_cache"]
     assert (part["reserve_bytes"], part["bandwidth_limit"], part["concurrency"]) == (0, 0, None)
 
 
 def test_directory_is_joined_to_the_mount_of_the_host() -> None:
     spec = with_models(model(), directory="cache/models")
     spec["hosts"] = {"h2": {"storage": {"devices": ["/dev/nvme0n1"], "mount": {"path": "/srv/nvme"}}}}
-    assert node_plan(spec, "h1", ["gpu"])["models"]["root"] == "/mnt/model-cache/cache/models"
-    part = node_plan(spec, "h2", ["gpu"])["models"]
-    assert (part["root"], part["require_mount"]) == ("/srv/nvme/cache/models", "/srv/nvme")
+    assert node_plan(spec, "h1", ["gpu"])["model_cache"]["cache_dir"] == "/mnt/model-cache/cache/models"
+    part = node_plan(spec, "h2", ["gpu"])["model_cache"]
+    assert (part["cache_dir"], part["require_mount"]) == ("/srv/nvme/cache/models", "/srv/nvme")
 
 
 def test_no_models_means_null() -> None:
-    assert node_plan(base(), "h1", ["gpu"])["models"] is None
-    assert node_plan(with_models(model(groups=["other"])), "h1", ["gpu"])["models"] is None
+    assert node_plan(base(), "h1", ["gpu"])["model_cache"] is None
+    assert node_plan(with_models(model(groups=["other"])), "h1", ["gpu"])["model_cache"] is None
 
 
 def test_targets_groups_hosts_and_everyone_with_storage() -> None:
@@ -182,8 +182,8 @@ def test_targets_groups_hosts_and_everyone_with_storage() -> None:
                        model(name="everyone", groups=[]), model(name="both", groups=["rack_a"], hosts=["h3"]))
 
     def names(host: str, groups: list[str]) -> list[str] | None:
-        part = node_plan(spec, host, groups)["models"]
-        return None if part is None else [i["name"] for i in part["items"]]
+        part = node_plan(spec, host, groups)["model_cache"]
+        return None if part is None else [i["name"] for i in part["models"]]
 
     assert names("h1", ["gpu", "rack_b"]) == ["by-group", "everyone"]
     assert names("h2", ["gpu"]) == ["by-host", "everyone"]
@@ -218,8 +218,8 @@ def test_planner_keys_its_cache_by_the_models_a_host_holds() -> None:
     spec = with_models(model(groups=[], hosts=["h1"]))
     planner = Planner(parse_spec(spec))
     one, two, three = planner.plan("h1", ["gpu"]), planner.plan("h2", ["gpu"]), planner.plan("h3", ["gpu"])
-    assert one["models"] is not None and two["models"] is None and three["models"] is None
-    assert planner.templates == 2 and two["sysctl"] is three["sysctl"]
+    assert one["model_cache"] is not None and two["model_cache"] is None and three["model_cache"] is None
+    assert planner.templates == 2 and two["sysctl_profile"] is three["sysctl_profile"]
 
 
 def test_models_plan_is_deterministic() -> None:
@@ -234,11 +234,11 @@ def test_models_plan_is_deterministic() -> None:
 
 def test_example_inventory_models() -> None:
     planner = Planner(parse_spec(example()))
-    p1 = planner.plan("gpu-node-01", ["gpu_nodes", "rack_a"])["models"]
-    p16 = planner.plan("gpu-node-16", ["gpu_nodes", "rack_b"])["models"]
-    assert [i["name"] for i in p1["items"]] == ["llama-3.1-8b-instruct"]
-    assert [i["name"] for i in p16["items"]] == ["llama-3.1-8b-instruct", "reranker"]
-    assert p16["root"] == "/mnt/model-cache/models" and p16["concurrency"] == 32
+    p1 = planner.plan("gpu-node-01", ["gpu_nodes", "rack_a"])["model_cache"]
+    p16 = planner.plan("gpu-node-16", ["gpu_nodes", "rack_b"])["model_cache"]
+    assert [i["name"] for i in p1["models"]] == ["llama-3.1-8b-instruct"]
+    assert [i["name"] for i in p16["models"]] == ["llama-3.1-8b-instruct", "reranker"]
+    assert p16["cache_dir"] == "/mnt/model-cache/models" and p16["concurrency"] == 32
 
 
 # --------------------------------------------------------------------------- properties
@@ -298,16 +298,16 @@ def test_valid_model_specs_plan_deterministically(spec: dict[str, Any], groups: 
         return
     assert first == dumps_plan(node_plan(copy.deepcopy(spec), host, list(groups)))
     assert first == dumps_plan(node_plan(parse_spec(json.loads(json.dumps(spec))), host, groups))
-    part = json.loads(first)["models"]
+    part = json.loads(first)["model_cache"]
     member = set(groups)
     expected = [m["name"] + "@" + m["version"] for m in spec["models"]
                 if "gpu" in member and (host in m["hosts"] or member & set(m["groups"])
                                         or not (m["groups"] or m["hosts"]))]
-    got = [] if part is None else [i["name"] + "@" + i["version"] for i in part["items"]]
+    got = [] if part is None else [i["name"] + "@" + i["version"] for i in part["models"]]
     assert got == expected
     if part is not None:
         assert part["bandwidth_limit"] == (spec["model_cache"]["bandwidth_limit"] or 0)
-        assert all(set(i) == ITEM_KEYS for i in part["items"])
+        assert all(set(i) == ITEM_KEYS for i in part["models"])
 
 
 @FAST

@@ -20,15 +20,15 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.load
 
 from ._specs import EXAMPLE, base, example
 
-PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl", "hugepages", "kernel_cmdline",
-             "interfaces", "qos", "firmware", "storage", "k8s", "models"}
+PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
+             "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:
     plan = node_plan(base(), "h1", ["gpu"], {"datapath_numa_nodes": 2})
     assert set(plan) == PLAN_KEYS
-    assert set(plan["sysctl"]) == {"file", "keys"}
-    for entry in plan["sysctl"]["keys"].values():
+    assert set(plan["sysctl_profile"]) == {"file", "keys"}
+    for entry in plan["sysctl_profile"]["keys"].values():
         assert set(entry) == {"value", "mode", "scope", "ignore_missing"}
         assert isinstance(entry["value"], str)
         assert entry["mode"] in ("exact", "minimum") and entry["scope"] in ("netns", "global")
@@ -37,17 +37,19 @@ def test_plan_has_exactly_the_documented_shape() -> None:
         assert set(page) == {"size", "count", "per_node", "persist"}
     assert set(plan["hugepages"]["thp"]) == {"enabled", "defrag"}
     assert set(plan["kernel_cmdline"]) == {"args"}
-    for iface in plan["interfaces"]:
+    assert set(plan["link_mtu"]) == {"interfaces"} and set(plan["roce_qos"]) == {"interfaces"}
+    for iface in plan["link_mtu"]["interfaces"]:
         assert set(iface) == {"name", "match", "fabric", "mtu"}
         assert len(iface["match"]) == 1
-    assert set(plan["qos"][0]) == {"interface", "match", "fabric", "trust", "pfc_priorities", "dscp2prio", "ets",
-                                   "ecn", "cnp", "roce_tos", "roce_mode", "roce_mtu"}
-    assert set(plan["firmware"]) == {"policies"}
-    assert set(plan["firmware"]["policies"][0]) == {"driver", "psid", "min_version", "allowed"}
-    assert set(plan["storage"]) == {"devices", "select", "raid", "filesystem", "mount", "directories",
+    assert set(plan["roce_qos"]["interfaces"][0]) == {"interface", "match", "fabric", "trust", "pfc_priorities",
+                                                      "dscp2prio", "ets", "ecn", "cnp", "roce_tos", "roce_mode",
+                                                      "roce_mtu"}
+    assert set(plan["nic_firmware"]) == {"policies"}
+    assert set(plan["nic_firmware"]["policies"][0]) == {"driver", "psid", "min_version", "allowed"}
+    assert set(plan["nvme_layout"]) == {"devices", "select", "raid", "filesystem", "mount", "directories",
                                     "reserve_bytes", "wipe_serials"}
-    assert set(plan["k8s"]) == {"labels", "local_volume_class"}
-    assert plan["models"] is None  # the base spec has no models (tests/.../test_model_cache_spec.py)
+    assert set(plan["nfd_labels"]) == {"labels", "local_volume_class"}
+    assert plan["model_cache"] is None  # the base spec has no models (tests/.../test_model_cache_spec.py)
     json.dumps(plan)  # plain data
 
 
@@ -69,13 +71,13 @@ def test_qos_derivations() -> None:
     spec = base()
     spec["profiles"][0]["interfaces"][1]["mtu"] = 1500
     spec["profiles"][0]["interfaces"][1]["mtu_override"] = True
-    (qos,) = node_plan(spec, "h1", ["gpu"])["qos"]
+    (qos,) = node_plan(spec, "h1", ["gpu"])["roce_qos"]["interfaces"]
     assert qos["roce_tos"] == 106 and qos["roce_mtu"] == 1024
     assert qos["dscp2prio"] == {"26": 3, "48": 6}
     assert qos["ecn"] == {"rp": [3], "np": [3]}
     assert qos["match"] == {"pci": "0000:e6:00.0"} and qos["interface"] is None
     spec["fabrics"][1]["roce"].update(ecn=False, dscp2prio={10: 1})
-    (qos,) = node_plan(spec, "h1", ["gpu"])["qos"]
+    (qos,) = node_plan(spec, "h1", ["gpu"])["roce_qos"]["interfaces"]
     assert qos["roce_tos"] == 104 and qos["ecn"] == {"rp": [], "np": []}
     assert qos["dscp2prio"] == {"10": 1, "26": 3, "48": 6}
 
@@ -134,15 +136,16 @@ def test_merge_order_and_per_key_sysctl() -> None:
     spec["hosts"] = {"h2": {"sysctl": {"vm.zone_reclaim_mode": 2}, "thp": {"enabled": "madvise"}}}
     p1 = node_plan(spec, "h1", ["gpu", "rack_b"])
     assert p1["profiles"] == ["builtin:ai-gpu-node", "gpu", "rack"]
-    assert p1["sysctl"]["keys"]["vm.zone_reclaim_mode"]["value"] == "0"
-    assert "net.core.somaxconn" not in p1["sysctl"]["keys"]
-    assert p1["k8s"]["labels"] == {"rack": "b"}
+    assert p1["sysctl_profile"]["keys"]["vm.zone_reclaim_mode"]["value"] == "0"
+    assert "net.core.somaxconn" not in p1["sysctl_profile"]["keys"]
+    assert p1["nfd_labels"]["labels"] == {"rack": "b"}
     p2 = node_plan(spec, "h2", ["gpu", "rack_b"])
     assert p2["profiles"] == ["builtin:ai-gpu-node", "gpu", "rack", "host:h2"]
-    assert p2["sysctl"]["keys"]["vm.zone_reclaim_mode"]["value"] == "2"
+    assert p2["sysctl_profile"]["keys"]["vm.zone_reclaim_mode"]["value"] == "2"
     assert p2["hugepages"]["thp"] == {"enabled": "madvise", "defrag": None}
     p3 = node_plan(spec, "h3", [])
-    assert p3["profiles"] == ["builtin:ai-gpu-node"] and p3["interfaces"] == [] and p3["storage"] is None
+    assert p3["profiles"] == ["builtin:ai-gpu-node"]
+    assert p3["link_mtu"]["interfaces"] == [] and p3["nvme_layout"] is None
 
 
 def test_profile_selected_by_host_list() -> None:
@@ -156,11 +159,11 @@ def test_profile_selected_by_host_list() -> None:
 def test_builtin_none() -> None:
     spec = base()
     spec["builtin_profile"] = "none"
-    assert node_plan(spec, "h", [])["sysctl"]["keys"] == {}
+    assert node_plan(spec, "h", [])["sysctl_profile"]["keys"] == {}
 
 
 def test_builtin_profile_only_raises_limits() -> None:
-    keys = node_plan({"version": 1}, "h", [])["sysctl"]["keys"]
+    keys = node_plan({"version": 1}, "h", [])["sysctl_profile"]["keys"]
     assert keys and all(entry["mode"] == "minimum" for entry in keys.values())
 
 
@@ -183,12 +186,12 @@ def test_plan_is_deterministic_and_independent_of_input_order() -> None:
 def test_node_plan_returns_independent_copies_and_planner_shares() -> None:
     spec = base()
     first = node_plan(spec, "a", ["gpu"])
-    first["sysctl"]["keys"].clear()
-    assert node_plan(spec, "b", ["gpu"])["sysctl"]["keys"]
+    first["sysctl_profile"]["keys"].clear()
+    assert node_plan(spec, "b", ["gpu"])["sysctl_profile"]["keys"]
     planner = Planner(parse_spec(spec))
     one, two = planner.plan("a", ["gpu"]), planner.plan("b", ["gpu"])
     assert (one["host"], two["host"]) == ("a", "b")
-    assert one["sysctl"] is two["sysctl"] and planner.templates == 1
+    assert one["sysctl_profile"] is two["sysctl_profile"] and planner.templates == 1
 
 
 def test_host_names_are_escaped_in_plans() -> None:
@@ -202,12 +205,13 @@ def test_example_inventory_plans() -> None:
     planner = Planner(parse_spec(example()))
     plans = {h: planner.plan(h, *inv.hosts[h]) for h in inv.hosts}
     p1 = plans["gpu-node-01"]
-    assert len(p1["interfaces"]) == 10 and len(p1["qos"]) == 8
-    assert {q["roce_tos"] for q in p1["qos"]} == {106} and {q["roce_mtu"] for q in p1["qos"]} == {4096}
+    assert len(p1["link_mtu"]["interfaces"]) == 10 and len(p1["roce_qos"]["interfaces"]) == 8
+    qos = p1["roce_qos"]["interfaces"]
+    assert {q["roce_tos"] for q in qos} == {106} and {q["roce_mtu"] for q in qos} == {4096}
     assert p1["hugepages"]["bytes_per_node"] == {"0": 80 * 2**30, "1": 80 * 2**30}
-    assert plans["gpu-node-09"]["firmware"]["policies"][0]["allowed"] == ["28.39.3560", "28.40.1000"]
-    assert plans["gpu-node-16"]["sysctl"]["keys"]["net.ipv4.tcp_rmem"]["value"] == "4096 262144 67108864"
-    assert plans["gpu-node-16"]["k8s"]["labels"]["aiinfra.io/canary"] == "true"
+    assert plans["gpu-node-09"]["nic_firmware"]["policies"][0]["allowed"] == ["28.39.3560", "28.40.1000"]
+    assert plans["gpu-node-16"]["sysctl_profile"]["keys"]["net.ipv4.tcp_rmem"]["value"] == "4096 262144 67108864"
+    assert plans["gpu-node-16"]["nfd_labels"]["labels"]["aiinfra.io/canary"] == "true"
 
 
 def test_bad_host_argument() -> None:

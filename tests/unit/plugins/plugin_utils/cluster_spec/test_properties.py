@@ -161,7 +161,7 @@ def test_valid_specs_plan_deterministically(spec: dict[str, Any], numa: int) -> 
     assert first == again == fresh
     plan = json.loads(first)
     assert plan["reboot_required"] == bool(plan["kernel_cmdline"]["args"])
-    for q in plan["qos"]:
+    for q in plan["roce_qos"]["interfaces"]:
         assert q["roce_tos"] >> 2 == int(next(k for k, v in q["dscp2prio"].items() if v != q["cnp"]["priority"]))
     total = sum(plan["hugepages"]["bytes_per_node"].values())
     assert total == sum(p["count"] * (2**21 if p["size"] == "2M" else 2**30) for p in plan["hugepages"]["pages"])

@@ -1,0 +1,351 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Model cache capability (stdlib only): versioned, verified model artifacts on the node's cache.
+
+``ModelCache`` follows the capability contract (``_capability.py``):
+
+* ``read``: resolves every model's files (listed, or read from its manifest) and sizes (given,
+  ``HEAD`` or ``stat``), decides whether the version is present, missing, corrupt or to be
+  adopted, and reads the ``current`` pointers, the installed versions and the free space;
+* ``plan``: the actions, in the order ``apply`` does them: ``create`` the cache directory,
+  ``evict`` least-recently-used unpinned versions while the bytes to fetch would leave less
+  than the reserve free (or fail before anything is downloaded), ``replace``/``fetch`` or
+  ``adopt`` each version, then ``switch`` the ``current`` pointers;
+* ``apply``: does them (the verified copy is in ``transfer``, the layout on disk in ``layout``).
+
+Updating ``last_used`` of a present version is bookkeeping, not an action: ``changed`` stays
+false. The lock is the cache's own (``lock_file``), not the node lock: the cache directory is
+an absolute path on the node, not below a node root.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import os
+import time
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Action, Capability
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.layout import (
+    MOUNTINFO,
+    CacheDir,
+    check_mount,
+    iso_time,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import (
+    ModelCacheError,
+    make_source,
+    normalise_files,
+    normalise_models,
+    parse_manifest,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import (
+    Transfer,
+    makedirs,
+)
+
+MODEL_CACHE_LOCK_PATH = "/run/aiinfra-datapath-model-cache.lock"
+CURRENT_SECTION = "current versions"  # the diff section of the switch actions
+
+
+def free_bytes(path):
+    """Bytes an unprivileged writer may still use on the filesystem holding ``path``.
+
+    Every free-space figure of the capability is read through this function (the seam unit
+    tests replace to model a small filesystem).
+    """
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def switch_action(name, before, after):
+    return Action("switch", "%s/current" % name, "switch %s/current: %s -> %s" % (name, before, after),
+                  before=before, after=after, diff=CURRENT_SECTION, name=name)
+
+
+class ModelCache(Capability):
+    """Fill one models directory with the declared versions: read -> plan -> apply."""
+
+    name = "model_cache"
+    mountinfo = MOUNTINFO
+
+    @classmethod
+    def argument_spec(cls):
+        return dict(
+            cache_dir=dict(type="path", required=True, aliases=["root"], deprecated_aliases=[
+                dict(name="root", version="1.0.0", collection_name="aiinfra.datapath")]),
+            require_mount=dict(type="path"),
+            models=dict(type="list", elements="dict", required=True, options=dict(
+                name=dict(type="str", required=True),
+                version=dict(type="str", required=True),
+                source=dict(type="str", required=True),
+                files=dict(type="list", elements="dict", default=[], options=dict(
+                    path=dict(type="str", required=True),
+                    sha256=dict(type="str", required=True),
+                    size=dict(type="int"),
+                )),
+                manifest=dict(type="str"),
+                manifest_sha256=dict(type="str"),
+            )),
+            pinned=dict(type="list", elements="str", default=[]),
+            reserve_bytes=dict(type="int", default=0),
+            bandwidth_limit=dict(type="int", default=0),
+            evict=dict(type="bool", default=True),
+            verify_existing=dict(type="str", choices=["size", "sha256"], default="size"),
+            headers=dict(type="dict", default={}, no_log=True),
+            s3=dict(type="dict", options=dict(
+                endpoint_url=dict(type="str"),
+                region=dict(type="str", default="us-east-1"),
+                access_key=dict(type="str", no_log=False),
+                secret_key=dict(type="str", no_log=True),
+                session_token=dict(type="str", no_log=True),
+            )),
+            timeout=dict(type="int", default=30),
+            retries=dict(type="int", default=3),
+            validate_certs=dict(type="bool", default=True),
+            ca_path=dict(type="path"),
+            file_mode=dict(type="str", default="0644"),
+            dir_mode=dict(type="str", default="0755"),
+            lock_file=dict(type="path", default=MODEL_CACHE_LOCK_PATH),
+        )
+
+    def lock_file(self):
+        """The cache's own lock (an absolute node path), held in check mode as in a real run."""
+        return self.params.get("lock_file") or MODEL_CACHE_LOCK_PATH
+
+    def validate(self):
+        params = self.params
+        cache_dir = params.get("cache_dir")
+        if not cache_dir or not cache_dir.startswith("/"):
+            raise ModelCacheError("cache_dir must be an absolute path, got %r" % (cache_dir,))
+        for key in ("reserve_bytes", "bandwidth_limit", "retries"):
+            if int(params.get(key) or 0) < 0:
+                raise ModelCacheError("%s must not be negative" % key)
+        modes = {}
+        for key, default in (("file_mode", "0644"), ("dir_mode", "0755")):
+            value = params.get(key)
+            try:
+                modes[key] = int(str(value or default), 8)
+            except ValueError:
+                raise ModelCacheError("%s %r is not an octal mode" % (key, value))
+        self.items, self.pins = normalise_models(params.get("models"), params.get("pinned"))
+        self.reserve = int(params.get("reserve_bytes") or 0)
+        self.cache = CacheDir(cache_dir, file_mode=modes["file_mode"], dir_mode=modes["dir_mode"])
+        retries = params.get("retries")
+        self.transfer = Transfer(retries=3 if retries is None else retries,
+                                 rate=int(params.get("bandwidth_limit") or 0),
+                                 dir_mode=modes["dir_mode"], warn=self.warn)
+
+    # ---- read
+    def read(self):
+        cache_dir = self.params["cache_dir"]
+        parent = os.path.dirname(cache_dir.rstrip("/"))
+        if not os.path.isdir(parent):
+            raise ModelCacheError("the parent of cache_dir, %s, does not exist (is the cache filesystem mounted?)"
+                                  % parent)
+        if self.params.get("require_mount"):
+            check_mount(cache_dir, self.params["require_mount"], self.mountinfo)
+        created = not os.path.isdir(self.cache.path)
+        verify = self.params.get("verify_existing") or "size"
+        models = []
+        for item in self.items:
+            source = make_source(item, self.params)
+            files, manifest_sha = self.resolve_files(item, source)
+            status, reason = self.cache.existing(item, files, verify)
+            model = dict(item=item, source=source, files=files, manifest_sha256=manifest_sha, state=status,
+                         reason=reason, fetch=[], needed=0, outcome=None)
+            if status in ("missing", "corrupt"):
+                for entry in files:
+                    size = entry["size"]
+                    if size is None:
+                        size = self.transfer.retry(lambda e=entry, s=source: s.size(e["path"]), item, entry["path"])
+                    have = self.cache.part_size(item, entry["path"])
+                    if size is None:
+                        todo = 0
+                    else:
+                        todo = max(size - have, 0) if have <= size else size
+                    model["fetch"].append(dict(entry, expected_size=size, have=have))
+                    model["needed"] += todo
+            models.append(model)
+        current = dict((item["name"], self.cache.current(item["name"])) for item in self.items)
+        return dict(created=created, models=models, current=current, installed=self.cache.installed(),
+                    free=free_bytes(self.cache.path))
+
+    def resolve_files(self, item, source):
+        """The requested files of an item; reads the manifest when files are not given."""
+        if item["files"]:
+            return item["files"], None
+        meta = self.cache.meta(item["name"], item["version"])
+        if (item["manifest_sha256"] and isinstance(meta, dict)
+                and meta.get("manifest_sha256") == item["manifest_sha256"] and meta.get("files")):
+            # a pinned manifest that was already used: no network I/O for a present version
+            return normalise_files(meta["files"], item["what"]), item["manifest_sha256"]
+        raw = self.transfer.retry(lambda: source.read_small(item["manifest"]), item, item["manifest"])
+        actual = hashlib.sha256(raw).hexdigest()
+        if item["manifest_sha256"] and actual != item["manifest_sha256"]:
+            raise ModelCacheError(
+                "%s: manifest %s has sha256 %s, expected %s (nothing was published)"
+                % (item["what"], source.describe(item["manifest"]), actual, item["manifest_sha256"]),
+                model=item["name"], version=item["version"], file=item["manifest"],
+                expected_sha256=item["manifest_sha256"], actual_sha256=actual)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ModelCacheError("%s: manifest %s is not UTF-8 text" % (item["what"], item["manifest"]))
+        return parse_manifest(text, "%s manifest %s" % (item["what"], item["manifest"])), actual
+
+    # ---- plan
+    def plan(self, state):
+        """create, evictions, per version replace/fetch or adopt, then the switches."""
+        head = []
+        if state["created"]:
+            head.append(Action("create", self.cache.path, "create %s" % self.cache.path, after="directory",
+                               diff=False))
+        last = {}
+        for item in self.items:
+            last[item["name"]] = item["version"]
+        work = []
+        needed = 0
+        for model in state["models"]:
+            item = model["item"]
+            key = "%s@%s" % (item["name"], item["version"])
+            if model["state"] in ("missing", "corrupt"):
+                needed += model["needed"]
+                before = None
+                if model["state"] == "corrupt":
+                    before = "corrupt"
+                    work.append(Action("replace", key, "replace %s: %s" % (key, model["reason"]),
+                                       before=before, after="published", diff=False))
+                work.append(Action("fetch", key, "fetch %s from %s: %d files, %d bytes to move" % (
+                    key, item["source"], len(model["files"]), model["needed"]),
+                    before=before, after="published", diff=False, model=model))
+            elif model["state"] == "adopt":
+                work.append(Action("adopt", key, "adopt %s: files already in place and verified" % key,
+                                   before="unrecorded", after="published", diff=False, model=model))
+        switches = [switch_action(name, state["current"][name], last[name]) for name in sorted(last)
+                    if state["current"][name] != last[name]]
+        evictions = self.plan_evictions(state, needed, set(last), head + work + switches)
+        return head + evictions + work + switches
+
+    def plan_evictions(self, state, needed, names, planned):
+        """Evict least-recently-used unpinned versions until ``needed`` fits above the reserve."""
+        free = state["free"]
+        deficit = needed + self.reserve - free
+        if deficit <= 0 or not needed:
+            return []
+        candidates = [v for v in state["installed"] if (v["name"], v["version"]) not in self.pins]
+        candidates.sort(key=lambda v: (v["last_used"], v["name"], v["version"]))
+        evictable = sum(v["bytes"] for v in candidates)
+        allowed = self.params.get("evict", True)
+        if not allowed or evictable < deficit:
+            raise ModelCacheError(
+                "not enough space on the cache filesystem of %s: need %d bytes, %d free, reserve %d, "
+                "%d bytes evictable in %d unpinned versions%s; nothing was downloaded"
+                % (self.cache.path, needed, free, self.reserve, evictable if allowed else 0,
+                   len(candidates) if allowed else 0, "" if allowed else " (evict is false)"),
+                needed_bytes=needed, free_bytes=free, reserve_bytes=self.reserve,
+                evictable_bytes=evictable, actions=[action.public() for action in planned])
+        actions = []
+        freed = 0
+        for version in candidates:
+            if freed >= deficit:
+                break
+            name = version["name"]
+            if version["current"] and name not in names:
+                # the pointer goes with the version (a listed model's pointer is switched anyway)
+                actions.append(switch_action(name, version["version"], None))
+            key = "%s@%s" % (name, version["version"])
+            actions.append(Action("evict", key, "evict %s (%d bytes, last used %s)" % (
+                key, version["bytes"], iso_time(version["last_used"])),
+                before="published", after=None, destructive=True, diff=False, version=version))
+            freed += version["bytes"]
+        return actions
+
+    # ---- apply
+    def needs_apply(self, state, actions):
+        # present versions get their last_used updated even when nothing else is to do
+        return bool(actions) or any(model["state"] == "present" for model in state["models"])
+
+    def apply(self, state, actions):
+        for model in state["models"]:
+            if model["state"] == "present":
+                self.cache.touch(model["item"])
+        for action in actions:
+            if action.kind == "create":
+                self.cache.create()
+            elif action.kind == "evict":
+                self.cache.evict(action.data["version"]["name"], action.data["version"]["version"])
+            elif action.kind == "fetch":
+                self.fetch_and_publish(action.data["model"])
+            elif action.kind == "adopt":
+                self.adopt(action.data["model"])
+            elif action.kind == "switch":
+                if action.after is None:
+                    self.cache.unpoint(action.data["name"], action.before)
+                else:
+                    self.cache.switch(action.data["name"], action.after)
+            # "replace": the fetch that follows it replaces the version
+
+    def space_check(self, n):
+        # statvfs is cheap next to a multi-MiB write; checked per buffer
+        free = free_bytes(self.cache.path)
+        if free - n < self.reserve:
+            raise ModelCacheError(
+                "stopped writing: free space on the cache filesystem of %s would drop below the reserve "
+                "(%d free, writing %d, reserve %d); nothing was published, the partial file is kept for resume"
+                % (self.cache.path, free, n, self.reserve), free_bytes=free, reserve_bytes=self.reserve)
+
+    def fetch_and_publish(self, model):
+        item = model["item"]
+        staging = self.cache.staging_dir(item["name"], item["version"])
+        makedirs(staging, self.cache.dir_mode)
+        started = time.monotonic()
+        outcome = dict(bytes_moved=0, resumed_bytes=0, seconds=0.0, throughput_bytes_per_s=0)
+        final = []
+        for entry in model["fetch"]:
+            moved, resumed, size = self.transfer.fetch_file(item, model["source"], staging, entry,
+                                                            space_check=self.space_check)
+            outcome["bytes_moved"] += moved
+            outcome["resumed_bytes"] += resumed
+            final.append(dict(path=entry["path"], sha256=entry["sha256"], size=size))
+        outcome["seconds"] = round(time.monotonic() - started, 3)
+        if outcome["seconds"] > 0:
+            outcome["throughput_bytes_per_s"] = int(outcome["bytes_moved"] / outcome["seconds"])
+        # every file verified: drop the suffixes, fix modes, fsync the tree, then publish
+        self.cache.publish(item, final)
+        outcome["files"] = final
+        self.cache.write_meta(item, model["manifest_sha256"], final)
+        self.cache.move_into_place(item)
+        model["outcome"] = outcome
+
+    def adopt(self, model):
+        item = model["item"]
+        path = self.cache.version_dir(item["name"], item["version"])
+        self.cache.write_meta(item, model["manifest_sha256"], [
+            dict(f, size=os.stat(os.path.join(path, f["path"])).st_size) for f in model["files"]])
+
+    # ---- result
+    def result(self, state, actions):
+        models = []
+        for model in state["models"]:
+            item = model["item"]
+            entry = dict(name=item["name"], version=item["version"],
+                         path=self.cache.version_dir(item["name"], item["version"]),
+                         files=[dict(path=f["path"], sha256=f["sha256"], size=f["size"]) for f in model["files"]],
+                         bytes_moved=0, resumed_bytes=0, seconds=0.0, throughput_bytes_per_s=0)
+            if model["state"] == "present":
+                entry["status"] = "present"
+            elif self.check_mode:
+                entry["status"] = "would_publish"
+            else:
+                entry.update(model["outcome"] or {})
+                entry["status"] = "published"
+            models.append(entry)
+        evicted = [dict(name=a.data["version"]["name"], version=a.data["version"]["version"],
+                        bytes=a.data["version"]["bytes"]) for a in actions if a.kind == "evict"]
+        return dict(models=models, evicted=evicted, free_bytes=free_bytes(self.cache.path),
+                    reserve_bytes=self.reserve)

@@ -1,0 +1,373 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Model cache transfer (stdlib only): the verified copy of one file into its ``.part``.
+
+The copy loop is a three-stage pipeline over a small pool of large buffers: a reader thread
+fills a buffer from the source (``readinto``: socket ``recv_into`` or file ``read``), a
+hasher thread feeds it to sha256, the calling thread writes it. Each stage releases the GIL
+on large buffers (socket I/O, OpenSSL's sha256 above 2 KiB, ``write``), so on a node with a
+few cores the three overlap and verifying costs little over a plain copy. Every
+``WRITEBACK_EVERY`` bytes the kernel is asked to start writing back what was written, so the
+final fsync has little left. A token bucket caps the bytes read per second.
+
+:class:`Transfer` adds what one run needs around it: retries of transient source errors,
+resume of a partial file (re-hashed locally, then ``Range``), and the final check of size
+and sha256.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import os
+import queue
+import socket
+import threading
+import time
+
+from http.client import HTTPException
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import (
+    PART,
+    ModelCacheError,
+    TransferError,
+)
+
+CHUNK = 8 << 20            # bytes per buffer of the copy pipeline
+BUFFERS = 6                # buffers in flight: reader, hasher and writer each hold some
+WRITEBACK_EVERY = 32 << 20  # start the kernel's writeback of what was written, every this many bytes
+
+
+def _libc_sync_file_range():
+    """``sync_file_range(2)`` through ctypes (the standard library has no wrapper), or None."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        func = libc.sync_file_range
+        func.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+        func.restype = ctypes.c_int
+        return func
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
+_SYNC_FILE_RANGE = _libc_sync_file_range()
+SYNC_FILE_RANGE_WRITE = 2
+
+
+def start_writeback(fd, offset, length):
+    """Ask the kernel to start writing ``length`` bytes at ``offset`` back to disk, without
+    waiting (SYNC_FILE_RANGE_WRITE). The final fsync then finds most of the file clean instead
+    of flushing it all at the end. A no-op where sync_file_range is unavailable."""
+    if _SYNC_FILE_RANGE is not None and length > 0:
+        _SYNC_FILE_RANGE(fd, offset, length, SYNC_FILE_RANGE_WRITE)
+
+
+# --------------------------------------------------------------------------- bandwidth cap
+
+class TokenBucket(object):
+    """Token bucket of ``rate`` bytes/s with a burst of ``burst`` bytes.
+
+    ``consume(n)`` sleeps until ``n`` bytes may pass; ``slept`` is the total sleep asked
+    for, so that tests can check the cap without timing the wall clock.
+    """
+
+    def __init__(self, rate, burst=None, clock=time.monotonic, sleep=time.sleep):
+        self.rate = float(rate)
+        self.burst = float(burst if burst is not None else max(rate // 4, 64 << 10))
+        self.clock = clock
+        self.sleep = sleep
+        self.tokens = self.burst
+        self.stamp = clock()
+        self.slept = 0.0
+
+    def consume(self, amount):
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        self.tokens -= amount
+        if self.tokens < 0:
+            wait = -self.tokens / self.rate
+            self.slept += wait
+            self.sleep(wait)
+            # the debt is paid by the time we wake up
+            self.stamp = self.clock()
+            self.tokens = 0.0
+            return wait
+        return 0.0
+
+
+# --------------------------------------------------------------------------- files
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def makedirs(path, mode):
+    """Create ``path`` and missing parents with ``mode`` (not subject to the umask)."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent and parent != path:
+        makedirs(parent, mode)
+    try:
+        os.mkdir(path, mode)
+    except OSError as exc:
+        if exc.errno != errno.EEXIST:
+            raise
+    os.chmod(path, mode)
+
+
+def hash_file(path, chunk=CHUNK):
+    digest = hashlib.sha256()
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    size = 0
+    with open(path, "rb", buffering=0) as handle:
+        while True:
+            n = handle.readinto(buf)
+            if not n:
+                break
+            digest.update(view[:n])
+            size += n
+    return digest, size
+
+
+# --------------------------------------------------------------------------- copy pipeline
+
+class _Stop(object):
+    """Sentinel closing a pipeline queue; carries the reader's exception, if any."""
+
+    def __init__(self, error=None):
+        self.error = error
+
+
+def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, chunk=CHUNK, buffers=BUFFERS):
+    """Copy ``stream`` to ``fd``, updating ``digest`` with every byte written.
+
+    Reader thread -> hasher thread -> this thread (writer), over ``buffers`` reused buffers.
+    ``limit``: bytes to copy at most (None: to EOF). ``bucket``: a TokenBucket.
+    ``space_check(n)``: called before writing n bytes; raises to stop. Returns bytes copied.
+    Exceptions of the reader (source errors) are raised here after the data read before them
+    has been hashed and written, so that a retry resumes from the right offset.
+    """
+    if bucket is not None:
+        chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
+    free = queue.Queue()
+    for _buffer in range(buffers):
+        free.put(bytearray(chunk))
+    to_hash = queue.Queue()
+    to_write = queue.Queue()
+    stop = threading.Event()
+
+    def reader():
+        remaining = limit
+        error = None
+        try:
+            while not stop.is_set():
+                buf = free.get()
+                if buf is None:
+                    break
+                want = chunk if remaining is None else min(chunk, remaining)
+                if want <= 0:
+                    free.put(buf)
+                    break
+                view = memoryview(buf)[:want]
+                n = stream.readinto(view)
+                if not n:
+                    free.put(buf)
+                    break
+                if bucket is not None:
+                    bucket.consume(n)
+                to_hash.put((buf, n))
+                if remaining is not None:
+                    remaining -= n
+        except BaseException as exc:  # handed to the writer
+            error = exc
+        to_hash.put(_Stop(error))
+
+    def hasher():
+        while True:
+            item = to_hash.get()
+            if isinstance(item, _Stop):
+                to_write.put(item)
+                return
+            buf, n = item
+            if not stop.is_set():
+                digest.update(memoryview(buf)[:n])
+            to_write.put(item)
+
+    threads = [threading.Thread(target=reader, name="model-cache-read"),
+               threading.Thread(target=hasher, name="model-cache-hash")]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    copied = 0
+    error = None
+    try:
+        base = os.lseek(fd, 0, os.SEEK_CUR)
+    except OSError:
+        base = None
+    flushed = 0
+    try:
+        while True:
+            item = to_write.get()
+            if isinstance(item, _Stop):
+                error = error or item.error
+                break
+            buf, n = item
+            if error is None and not stop.is_set():
+                try:
+                    if space_check is not None:
+                        space_check(n)
+                    view = memoryview(buf)[:n]
+                    while view:
+                        written = os.write(fd, view)
+                        view = view[written:]
+                    copied += n
+                    if base is not None and copied - flushed >= WRITEBACK_EVERY:
+                        start_writeback(fd, base + flushed, copied - flushed)
+                        flushed = copied
+                except BaseException as exc:
+                    error = exc
+                    stop.set()
+            free.put(buf)
+    finally:
+        stop.set()
+        free.put(None)  # wake a reader waiting for a buffer
+        for thread in threads:
+            thread.join()
+    if error is not None:
+        if isinstance(error, (socket.timeout, HTTPException, ConnectionError)) or (
+                isinstance(error, OSError) and not isinstance(error, ModelCacheError)
+                and getattr(error, "errno", None) in (errno.ECONNRESET, errno.EPIPE, errno.ETIMEDOUT, None)):
+            raise TransferError(str(error) or error.__class__.__name__)
+        raise error
+    return copied
+
+
+class Transfer(object):
+    """Retries, bandwidth cap and resume of the copies of one run.
+
+    ``retries``: how often a transient source error is retried (each retry resumes where the
+    transfer stopped); ``rate``: bytes/s read from the sources (0: unlimited); ``dir_mode``:
+    mode of the staging directories created; ``warn(msg)``: a warning for the result.
+    """
+
+    def __init__(self, retries=3, rate=0, dir_mode=0o755, warn=None):
+        self.retries = int(retries)
+        self.bucket = TokenBucket(rate) if rate > 0 else None
+        self.dir_mode = dir_mode
+        self.warn = warn or (lambda msg: None)
+
+    def retry(self, action, item, rel):
+        """``action()``, retried on TransferError; after the last attempt a ModelCacheError."""
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except TransferError as exc:
+                attempt += 1
+                if attempt > self.retries:
+                    raise ModelCacheError("%s: %s failed after %d attempts: %s" % (
+                        item["what"], rel, attempt, exc), model=item["name"], version=item["version"], file=rel)
+                time.sleep(min(0.5 * 2 ** (attempt - 1), 5.0))
+
+    def fetch_file(self, item, source, staging, entry, space_check=None):
+        """Download one file into its .part; return (bytes moved, bytes resumed, size).
+
+        ``staging`` is the version's staging directory, ``entry`` the file (path, sha256 and
+        ``expected_size``, None when unknown). ``space_check(n)`` is called before writing n
+        bytes of a file whose size is unknown, and raises to stop.
+        """
+        rel = entry["path"]
+        part = os.path.join(staging, rel + PART)
+        done = os.path.join(staging, rel)
+        makedirs(os.path.dirname(part), self.dir_mode)
+        if os.path.exists(done) and not os.path.exists(part):
+            os.rename(done, part)  # a run stopped between verify and publish
+        expected = entry.get("expected_size")
+        have = os.path.getsize(part) if os.path.exists(part) else 0
+        if expected is not None and have > expected:
+            os.unlink(part)
+            have = 0
+        if have:
+            digest, have = hash_file(part)
+        else:
+            digest = hashlib.sha256()
+        resumed = have
+        moved = 0
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.lseek(fd, have, os.SEEK_SET)
+            offset = have
+            attempt = 0
+            while expected is None or offset < expected:
+                try:
+                    stream, served, total = source.open(rel, offset)
+                    if stream is None:  # HTTP 416: the part already holds the whole file
+                        break
+                    try:
+                        if served != offset:
+                            # HTTP 200 instead of 206: the source ignores Range, start over from 0
+                            self.warn("%s: %s restarted from byte 0 (the source ignored Range)" % (item["what"], rel))
+                            os.ftruncate(fd, 0)
+                            os.lseek(fd, 0, os.SEEK_SET)
+                            digest = hashlib.sha256()
+                            offset = 0
+                            resumed = 0
+                        if expected is None and total is not None:
+                            expected = total
+                        limit = (expected - offset) if expected is not None else None
+                        # A known size was checked against the reserve before the download;
+                        # only a file of unknown size is watched while it is written. (Free space
+                        # read while writing is not exact: xfs reserves speculative preallocation
+                        # beyond the end of a growing file, and trims it on close.)
+                        n = stream_copy(stream, fd, digest, limit=limit, bucket=self.bucket,
+                                        space_check=space_check if expected is None else None)
+                    finally:
+                        stream.close()
+                    offset += n
+                    moved += n
+                    if expected is None:
+                        break
+                    if n < limit:
+                        # the source closed early (http.client returns a short read, no error)
+                        raise TransferError("%s ended at byte %d of %d" % (source.describe(rel), offset, expected))
+                except TransferError as exc:
+                    # what was read before the error is written and hashed: resume from there
+                    position = os.lseek(fd, 0, os.SEEK_CUR)
+                    moved += max(position - offset, 0)
+                    offset = position
+                    attempt += 1
+                    if attempt > self.retries:
+                        os.fsync(fd)
+                        raise ModelCacheError(
+                            "%s: %s failed after %d attempts at byte %d: %s (the partial file is kept; the next "
+                            "run resumes it)" % (item["what"], rel, attempt, offset, exc),
+                            model=item["name"], version=item["version"], file=rel)
+                    resumed += offset
+                    time.sleep(min(0.5 * 2 ** (attempt - 1), 5.0))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        actual = digest.hexdigest()
+        size = os.path.getsize(part)
+        if actual != entry["sha256"] or (expected is not None and size != expected):
+            os.unlink(part)
+            raise ModelCacheError(
+                "%s: checksum mismatch for %s (from %s): expected sha256 %s, got %s (%d bytes); "
+                "the partial file was deleted and nothing was published"
+                % (item["what"], rel, source.describe(rel), entry["sha256"], actual, size),
+                model=item["name"], version=item["version"], file=rel,
+                expected_sha256=entry["sha256"], actual_sha256=actual)
+        return moved, resumed, size

@@ -1,0 +1,216 @@
+"""The model cache's verified copy alone: token bucket, the reader/hasher/writer pipeline,
+kernel writeback while copying, and resume, retries and verification of one file."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from pathlib import Path
+
+import pytest
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import transfer
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import (
+    ModelCacheError,
+    TransferError,
+)
+from model_data import FlakyStream, blob, sha
+
+MiB = 1 << 20
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+# --------------------------------------------------------------------------- bandwidth cap
+
+def test_token_bucket_sleeps_for_the_bytes_over_the_burst():
+    clock = FakeClock()
+    bucket = transfer.TokenBucket(1000000, burst=250000, clock=clock, sleep=clock.sleep)
+    for _attempt in range(40):
+        bucket.consume(100000)  # 4 MB at 1 MB/s with no time passing but the sleeps
+    assert bucket.slept == pytest.approx((4000000 - 250000) / 1000000.0)
+    assert clock.now == pytest.approx(3.75)
+
+
+def test_token_bucket_refills_while_idle():
+    clock = FakeClock()
+    bucket = transfer.TokenBucket(1000, burst=1000, clock=clock, sleep=clock.sleep)
+    bucket.consume(1000)
+    clock.now += 10.0  # idle: the bucket refills up to its burst only
+    assert bucket.consume(1000) == 0.0
+    assert bucket.consume(500) == pytest.approx(0.5)
+
+
+def test_transfer_has_a_bucket_only_with_a_rate():
+    assert transfer.Transfer(rate=0).bucket is None
+    assert transfer.Transfer(rate=MiB).bucket.rate == MiB
+
+
+# --------------------------------------------------------------------------- copy pipeline
+
+def test_stream_copy_with_a_cap_copies_everything_and_computes_the_sleep(tmp_path):
+    data = blob(3 * MiB + 5)
+    clock = FakeClock()
+    rate = 4 * MiB
+    bucket = transfer.TokenBucket(rate, clock=clock, sleep=clock.sleep)
+    digest = hashlib.sha256()
+    target = tmp_path / "out"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT)
+    try:
+        copied = transfer.stream_copy(io.BytesIO(data), fd, digest, bucket=bucket)
+    finally:
+        os.close(fd)
+    assert copied == len(data) and target.read_bytes() == data and digest.hexdigest() == sha(data)
+    # the copy moved len(data) bytes at `rate`: everything over the initial burst was slept for
+    assert bucket.slept == pytest.approx((len(data) - bucket.burst) / rate, rel=0.01)
+
+
+@pytest.mark.parametrize("chunk, buffers", [(1, 1), (7, 2), (64 * 1024, 3), (transfer.CHUNK, transfer.BUFFERS)])
+def test_stream_copy_keeps_order_for_any_buffering(tmp_path, chunk, buffers):
+    data = blob(5000 if chunk < 100 else 3 * MiB)
+    digest = hashlib.sha256()
+    target = tmp_path / "out"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT)
+    try:
+        copied = transfer.stream_copy(io.BytesIO(data), fd, digest, chunk=chunk, buffers=buffers)
+    finally:
+        os.close(fd)
+    assert copied == len(data) and target.read_bytes() == data and digest.hexdigest() == sha(data)
+
+
+def test_stream_copy_limit_and_reader_error(tmp_path):
+    data = blob(MiB)
+    digest = hashlib.sha256()
+    fd = os.open(str(tmp_path / "out"), os.O_WRONLY | os.O_CREAT)
+    try:
+        assert transfer.stream_copy(io.BytesIO(data), fd, digest, limit=1000, chunk=300) == 1000
+        with pytest.raises(TransferError):
+            transfer.stream_copy(FlakyStream(data, 5000), fd, hashlib.sha256(), chunk=1024)
+    finally:
+        os.close(fd)
+    assert digest.hexdigest() == sha(data[:1000])
+
+
+def test_writeback_is_started_while_copying(tmp_path, monkeypatch):
+    """Every WRITEBACK_EVERY bytes the copy asks the kernel to start writing back (so that the
+    final fsync has little left); the data is the same either way."""
+    assert transfer._SYNC_FILE_RANGE is not None, "glibc provides sync_file_range"
+    calls = []
+    real = transfer.start_writeback
+    monkeypatch.setattr(transfer, "start_writeback", lambda fd, off, n: (calls.append((off, n)), real(fd, off, n)))
+    monkeypatch.setattr(transfer, "WRITEBACK_EVERY", 1 << 20)
+    data = os.urandom(5 << 20)
+    target = tmp_path / "out.bin"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"x" * 100)  # resuming: the copy appends after what is there
+        digest = hashlib.sha256()
+        copied = transfer.stream_copy(io.BufferedReader(io.BytesIO(data)), fd, digest, chunk=256 << 10)
+    finally:
+        os.close(fd)
+    assert copied == len(data)
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert target.read_bytes() == b"x" * 100 + data
+    assert calls and calls[0] == (100, 1 << 20)
+    assert all(off == 100 + i * (1 << 20) for i, (off, _n) in enumerate(calls))
+
+
+# --------------------------------------------------------------------------- one file: resume, retries, verify
+
+class OneFileSource:
+    """A source of one file: Range honoured or not, failing after N bytes on the first opens."""
+
+    def __init__(self, data: bytes, fail_after: int | None = None, failures: int = 1, ranges: bool = True) -> None:
+        self.data = data
+        self.fail_after = fail_after
+        self.failures = failures
+        self.ranges = ranges
+        self.opens: list[int] = []
+
+    def describe(self, path: str) -> str:
+        return "http://fake/" + path
+
+    def open(self, path: str, offset: int):
+        self.opens.append(offset)
+        served = offset if self.ranges else 0
+        fail = self.fail_after if self.fail_after is not None and len(self.opens) <= self.failures else None
+        stream = FlakyStream(self.data, fail)
+        stream.pos = served
+        return stream, served, len(self.data)
+
+
+ITEM = dict(name="m", version="1", what="models[0] m@1")
+
+
+def fetch(tmp_path: Path, monkeypatch, source: OneFileSource, retries: int = 3, size: int | None = None,
+          digest: str | None = None, warnings: list[str] | None = None):
+    monkeypatch.setattr(transfer.time, "sleep", lambda s: None)  # retry back-off
+    entry = dict(path="d/w", sha256=digest or sha(source.data), expected_size=size)
+    run = transfer.Transfer(retries=retries, warn=(warnings if warnings is not None else []).append)
+    return run.fetch_file(ITEM, source, str(tmp_path / "staging"), entry)
+
+
+def test_fetch_file_resumes_a_part_and_retries_within_the_call(tmp_path, monkeypatch):
+    data = blob(3 * MiB)
+    part = tmp_path / "staging" / "d" / "w.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(data[:MiB])
+    source = OneFileSource(data, fail_after=2 * MiB)
+    moved, resumed, size = fetch(tmp_path, monkeypatch, source, size=len(data))
+    assert source.opens == [MiB, 2 * MiB]
+    assert (moved, resumed, size) == (2 * MiB, MiB + 2 * MiB, len(data))
+    assert part.read_bytes() == data
+
+
+def test_fetch_file_without_range_restarts_and_warns(tmp_path, monkeypatch):
+    data = blob(2 * MiB)
+    part = tmp_path / "staging" / "d" / "w.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(data[:MiB])
+    warnings: list[str] = []
+    moved, resumed, _size = fetch(tmp_path, monkeypatch, OneFileSource(data, ranges=False), size=len(data),
+                                  warnings=warnings)
+    assert (moved, resumed) == (len(data), 0)
+    assert warnings == ["models[0] m@1: d/w restarted from byte 0 (the source ignored Range)"]
+
+
+def test_fetch_file_gives_up_after_the_retries_and_keeps_the_part(tmp_path, monkeypatch):
+    data = blob(3 * MiB)
+    with pytest.raises(ModelCacheError, match="failed after 1 attempts at byte %d" % (2 * MiB)) as failed:
+        fetch(tmp_path, monkeypatch, OneFileSource(data, fail_after=2 * MiB), retries=0)
+    assert failed.value.result == dict(model="m", version="1", file="d/w")
+    assert (tmp_path / "staging" / "d" / "w.part").stat().st_size == 2 * MiB
+
+
+def test_fetch_file_checksum_mismatch_deletes_the_part(tmp_path, monkeypatch):
+    data = blob(MiB)
+    wrong = sha(b"other")
+    with pytest.raises(ModelCacheError, match="checksum mismatch for d/w") as failed:
+        fetch(tmp_path, monkeypatch, OneFileSource(data), digest=wrong)
+    assert failed.value.result["expected_sha256"] == wrong and failed.value.result["actual_sha256"] == sha(data)
+    assert not (tmp_path / "staging" / "d" / "w.part").exists()
+
+
+def test_retry_backs_off_then_names_the_file(monkeypatch):
+    sleeps: list[float] = []
+    monkeypatch.setattr(transfer.time, "sleep", sleeps.append)
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        raise TransferError("HEAD http://x/a: HTTP 503 Service Unavailable")
+
+    with pytest.raises(ModelCacheError, match="a failed after 3 attempts: HEAD http://x/a: HTTP 503"):
+        transfer.Transfer(retries=2).retry(flaky, ITEM, "a")
+    assert len(calls) == 3 and sleeps == [0.5, 1.0]
