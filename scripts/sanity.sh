@@ -44,6 +44,8 @@ if [ -n "$links" ]; then
   exit 1
 fi
 cd "$dest"
-# ansible-test lists a collection's files with git when it is a repository
+# ansible-test lists a collection's files with git when it is a repository; its own work
+# directory (tests/output, with a delegated venv) must stay out of that list
+printf 'tests/output/\n' > .gitignore
 git init -q && git add -A && git -c user.email=sanity@localhost -c user.name=sanity commit -qm tarball
 "$BIN/ansible-test" sanity --venv --python 3.11 "$@"

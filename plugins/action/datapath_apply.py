@@ -154,7 +154,7 @@ class ActionModule(ActionBase):
             return templar.template(task_vars[name]) if name in task_vars else None
 
         def deprecated(message: str) -> None:
-            display.deprecated(message, version="1.0.0", collection_name=COLLECTION)
+            display.deprecated(message, version="1.0.0", collection_name="aiinfra.datapath")
 
         derive_vars = {name: lookup(name) for name in DERIVE_VARS}
         settings: dict[str, dict[str, Any]] = {}
@@ -250,7 +250,7 @@ class ActionModule(ActionBase):
         for name in (str(c) for c in given):
             if name in caps.ROLE_ALIASES:
                 display.deprecated(f"the capability name {name} is deprecated; use {caps.ROLE_ALIASES[name]}",
-                                   version="1.0.0", collection_name=COLLECTION)
+                                   version="1.0.0", collection_name="aiinfra.datapath")
                 name = caps.ROLE_ALIASES[name]
             wanted.append(name)
         unknown = [c for c in wanted if c not in caps.CAPABILITIES]

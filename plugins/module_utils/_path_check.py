@@ -208,9 +208,9 @@ class PathCheck(Capability):
             judge(path, p["max_loss"])
         return paths
 
-    def result(self, paths, actions):
+    def result(self, state, actions):
         failing = []
-        for path in paths:
+        for path in state:
             if not path["ok"]:
                 top = path["probes"][0]
                 why = top["error"] or "%d%% loss at %d" % (top["loss"], top["mtu"])
@@ -218,7 +218,7 @@ class PathCheck(Capability):
                     why += ", local interface MTU %d" % top["local_mtu"]
                 failing.append("%s: %s (largest passing MTU %s, %s)"
                                % (path["fabric"], path["peer"], path["largest_mtu"], why))
-        return dict(paths=paths, summary=summarise(paths), failing=failing)
+        return dict(paths=state, summary=summarise(state), failing=failing)
 
 
 def _job(runner, argv):

@@ -381,4 +381,3 @@ def make_source(item, options):
     if kind == "s3":
         return S3Source(item["base"], s3=options.get("s3"), **kwargs)
     return HttpSource(item["base"], **kwargs)
-

@@ -38,6 +38,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.plan
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.probe import Inspector, match_rule
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.steps import LayoutSteps
 
+
 class LayoutState(object):
     """What ``read`` found (``devices``, ``mounts``) and what ``plan``/``apply`` learn on the way
     (the filesystem target and its UUID, the array, the mount, the directories)."""

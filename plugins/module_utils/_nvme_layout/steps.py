@@ -173,8 +173,8 @@ class LayoutSteps(object):
             return self.runner.run(argv, record=record)
         except CommandError as exc:  # name the step and what was done before it
             done = self.runner.commands[getattr(self, "_commands_before", 0):-1]
-            raise LayoutError("%s; actions done before: %s" % (exc, ", ".join("%s %s" % (c[0], c[-1]) for c in done)
-                                                                 or "none"))
+            done_text = ", ".join("%s %s" % (c[0], c[-1]) for c in done) or "none"
+            raise LayoutError("%s; actions done before: %s" % (exc, done_text))
 
     def _wipe(self, dev):
         for part in dev["partitions"]:

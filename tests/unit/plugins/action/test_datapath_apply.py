@@ -63,8 +63,8 @@ def test_summary_reads_structured_results() -> None:
     results["sysctl_profile"] = {"changed": True}
     results["kernel_cmdline"] = {"changed": False, "bootloader": "none", "missing": ["iommu=pt"],
                                  "still_present": [], "reboot_required": False}
-    results["roce_qos"] = {"changed": False, "interfaces": [{"interface": "ens1f0np0", "supported": False,
-                                                              "reason": "virtual interface"}]}
+    results["roce_qos"] = {"changed": False, "interfaces": [
+        {"interface": "ens1f0np0", "supported": False, "reason": "virtual interface"}]}
     results["nic_firmware"] = {"compliance": [{"interface": "eno1", "status": "unknown", "reason": "veth"},
                                               {"interface": "ens1", "status": "noncompliant", "reason": "old"}]}
     results["hugepages"] = {"changed": True, "reboot_required": True}

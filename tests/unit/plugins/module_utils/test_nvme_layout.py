@@ -250,8 +250,8 @@ def test_diff_shows_the_files_then_only_the_block_devices_acted_on(tmp_path):
                         raid=RAID, wipe_serials=["/dev/loop7"])
     acts = lay.plan(state)
     diff = lay.diff(state, acts)
-    assert [d["before_header"] for d in diff] == ["/etc/fstab", "/etc/mdadm/mdadm.conf", "block devices",
-                                                 "directories", "mounts"]
+    assert [d["before_header"] for d in diff] == [
+        "/etc/fstab", "/etc/mdadm/mdadm.conf", "block devices", "directories", "mounts"]
     assert diff[0]["before"] == FSTAB and diff[0]["after"].startswith(FSTAB)
     assert "<uuid of the new filesystem> %s xfs noatime,nofail 0 2\n" % (tmp_path / "mnt") in diff[0]["after"]
     assert diff[1]["before"] == "" and diff[1]["after"].startswith("ARRAY /dev/md/md-cache metadata=1.2")

@@ -130,8 +130,8 @@ def test_check_mode_over_an_empty_device_predicts_the_actions_and_the_diff(tmp_p
     assert result["initramfs_update_needed"] is False
     assert result["devices"][0]["class"] == "empty"
     assert result["diff"][0]["before_header"] == "/etc/fstab"
-    assert diff_entry(result, "/etc/fstab") == dict(before_header="/etc/fstab", after_header="/etc/fstab",
-                                                     before=FSTAB, after=FSTAB + line + "\n")
+    assert diff_entry(result, "/etc/fstab") == dict(
+        before_header="/etc/fstab", after_header="/etc/fstab", before=FSTAB, after=FSTAB + line + "\n")
     block = diff_entry(result, "block devices")
     assert block["before"] == ""                                       # nothing on the device now
     assert block["after"] == ("/dev/loopX = GPT, partition 1 from 1 MiB to the end, type 8300, "

@@ -47,7 +47,7 @@ def test_plan_has_exactly_the_documented_shape() -> None:
     assert set(plan["nic_firmware"]) == {"policies"}
     assert set(plan["nic_firmware"]["policies"][0]) == {"driver", "psid", "min_version", "allowed"}
     assert set(plan["nvme_layout"]) == {"devices", "select", "raid", "filesystem", "mount", "directories",
-                                    "reserve_bytes", "wipe_serials"}
+                                        "reserve_bytes", "wipe_serials"}
     assert set(plan["nfd_labels"]) == {"labels", "local_volume_class"}
     assert plan["model_cache"] is None  # the base spec has no models (tests/.../test_model_cache_spec.py)
     json.dumps(plan)  # plain data
