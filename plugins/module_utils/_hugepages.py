@@ -27,6 +27,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._capability impor
     file_action,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fstab import unescape
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages_files import (
     DEFAULT_BOOT_UNIT_FILE,
     DEFAULT_SYSCTL_FILE,
@@ -99,7 +100,7 @@ def parse_mounts(text):
         fields = line.split()
         if len(fields) < 4:
             continue
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
+        point = unescape(fields[1])
         mounts[point] = {"source": fields[0], "fstype": fields[2],
                          "options": fields[3].split(",")}
     return mounts

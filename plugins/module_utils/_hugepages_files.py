@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fstab import fstab_entry, fstab_fields, replace_owned
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import render_conf
 
 DEFAULT_SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf"
@@ -66,28 +67,16 @@ def render_tmpfiles(page_plans, thp_plan, thp_dir):
 
 def render_fstab(before, mount_plans):
     """``before`` with one ``hugetlbfs`` line per mount point (other lines kept as they are)."""
-    if not mount_plans:
-        return before
-    lines = (before or "").splitlines(True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
+    text = before
     for plan in mount_plans:
-        wanted = "hugetlbfs %s hugetlbfs %s 0 0\n" % (plan["path"], plan["options"])
-        found = False
-        kept = []
-        for line in lines:
-            fields = line.split()
-            if fields and not fields[0].startswith("#") and len(fields) >= 2 \
-                    and fields[1] == plan["path"]:
-                if not found:
-                    kept.append(wanted)
-                    found = True
-                continue  # a second entry for the same mount point would fight ours
-            kept.append(line)
-        if not found:
-            kept.append(wanted)
-        lines = kept
-    return "".join(lines)
+        line = fstab_entry("hugetlbfs", plan["path"], "hugetlbfs", [plan["options"]])
+
+        def ours(raw, path=plan["path"]):
+            fields = fstab_fields(raw)
+            return bool(fields) and len(fields) >= 2 and fields[1] == path
+
+        text = replace_owned(text, line, ours)
+    return text
 
 
 def render_files(page_plans, thp_plan, mount_plans, files_before, thp_dir):

@@ -207,31 +207,11 @@ actions:
       O(boot_unit_file) or O(fstab).
     - For a V(pool) action C(after) is the count the kernel holds after the write (read back;
       lower than asked after a shortfall), in check mode the count asked for.
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
   type: list
   elements: dict
-  contains:
-    kind:
-      description: What sort of change.
-      type: str
-    target:
-      description: What it changes (a key, a path, an interface, a device).
-      type: str
-    before:
-      description: The value or file content before (null when absent).
-      type: raw
-    after:
-      description: The value or file content after (null when removed).
-      type: raw
-    destructive:
-      description: Whether data is lost.
-      type: bool
-    reboot:
-      description: Whether it takes effect only after a reboot.
-      type: bool
-    text:
-      description: The action in words.
-      type: str
   sample:
     - {kind: pool, target: /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages, before: 0, after: 64,
        destructive: false, reboot: false, text: "write /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages: 0 -> 64"}

@@ -138,31 +138,11 @@ actions:
       C(before) and C(after) are the default entry's arguments around the command), a V(flag)
       action touches the distribution's reboot-required flag.
     - C(reboot) is true on the actions that change the boot command line.
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
   type: list
   elements: dict
-  contains:
-    kind:
-      description: What sort of change.
-      type: str
-    target:
-      description: What it changes (a path, a command, the default kernel arguments).
-      type: str
-    before:
-      description: The value or file content before (null when absent).
-      type: raw
-    after:
-      description: The value or file content after (null when removed).
-      type: raw
-    destructive:
-      description: Whether data is lost.
-      type: bool
-    reboot:
-      description: Whether it takes effect only after a reboot.
-      type: bool
-    text:
-      description: The action in words.
-      type: str
   sample:
     - {kind: file, target: /etc/default/grub.d/90-aiinfra-datapath.cfg, before: null,
        after: "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX iommu=pt\"\n", destructive: false, reboot: true,

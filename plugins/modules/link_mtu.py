@@ -160,31 +160,11 @@ actions:
       they run (lowered top-down, raised bottom-up); V(file) actions write a persistence file
       (before/after its content); V(command) actions run C(nmcli connection modify)
       (target C(UUID PROPERTY), before/after the property's value).
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
   type: list
   elements: dict
-  contains:
-    kind:
-      description: What sort of change (V(mtu), V(file) or V(command)).
-      type: str
-    target:
-      description: What it changes (an interface, a path, a NetworkManager connection property).
-      type: str
-    before:
-      description: The value or file content before (null when absent).
-      type: raw
-    after:
-      description: The value or file content after (null when removed).
-      type: raw
-    destructive:
-      description: Whether data is lost.
-      type: bool
-    reboot:
-      description: Whether it takes effect only after a reboot.
-      type: bool
-    text:
-      description: The action in words.
-      type: str
   sample:
     - {kind: mtu, target: ens1f0np0, before: 1500, after: 9000, destructive: false, reboot: false,
        text: "ip link set dev ens1f0np0 mtu 9000"}

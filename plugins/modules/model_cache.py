@@ -318,36 +318,11 @@ actions:
       fetched again; V(fetch) downloads and publishes C(name@version); V(adopt) records
       metadata for a version whose files were already in place; V(switch) moves
       C(<name>/current) from version C(before) to version C(after) (null means no pointer).
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
   type: list
   elements: dict
-  contains:
-    kind:
-      description: What sort of change.
-      type: str
-    target:
-      description: What it changes (C(name@version), C(<name>/current) or the cache directory).
-      type: str
-    before:
-      description:
-        - For a version, its state before, null (absent), C(corrupt), C(unrecorded) (files in
-          place without metadata) or C(published); for C(<name>/current), the version it pointed
-          to (null when there was no pointer); for the cache directory, null.
-      type: raw
-    after:
-      description:
-        - For a version, C(published), or null when evicted; for C(<name>/current), the version
-          it points to (null when removed); for the cache directory, C(directory).
-      type: raw
-    destructive:
-      description: Whether data is lost.
-      type: bool
-    reboot:
-      description: Whether it takes effect only after a reboot.
-      type: bool
-    text:
-      description: The action in words.
-      type: str
   sample:
     - {kind: evict, target: llama-2-7b@v1, before: published, after: null, destructive: true, reboot: false,
        text: "evict llama-2-7b@v1 (13476839424 bytes, last used 2024-05-02T10:00:00Z)"}

@@ -153,6 +153,19 @@ fabrics:
   returned: always
   type: dict
   sample: {rail0: {mtu: 9000, interfaces: [ens1f0np0], roce: true, roce_ready: true}}
+actions:
+  description:
+    - What the module did, or would do in check mode - one V(file) action when the features file
+      O(path) is written (or removed with O(state=absent)); C(before) and C(after) are its content.
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {kind: file, target: /etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath, before: null,
+       after: "# Written by aiinfra.datapath (nfd_labels)...", destructive: false, reboot: false,
+       text: "write /etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"}
 hugepages_changed:
   description: True when the HugePage pools differ from those recorded by the previous run (restart kubelet).
   returned: always

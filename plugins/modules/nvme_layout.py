@@ -278,31 +278,11 @@ actions:
     - V(mkdir), V(mount), V(remount) and V(directory) for the mount point and the directories.
     - V(fstab) and V(mdadm-conf) edit O(fstab) and O(mdadm_conf); C(before) and C(after) are the
       whole file.
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
   type: list
   elements: dict
-  contains:
-    kind:
-      description: What sort of change.
-      type: str
-    target:
-      description: What it changes (a key, a path, an interface, a device).
-      type: str
-    before:
-      description: The value or file content before (null when absent).
-      type: raw
-    after:
-      description: The value or file content after (null when removed).
-      type: raw
-    destructive:
-      description: Whether data is lost.
-      type: bool
-    reboot:
-      description: Whether it takes effect only after a reboot.
-      type: bool
-    text:
-      description: The action in words.
-      type: str
   sample:
     - {kind: partition, target: /dev/nvme1n1, before: null,
        after: "GPT, partition 1 from 1 MiB to the end, type FD00, name aiinfra-cache", destructive: false,

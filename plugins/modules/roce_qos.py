@@ -245,31 +245,11 @@ actions:
       (text C(mkdir PATH)); V(file) actions write the state file, the re-apply script and the
       unit (before/after the content); a V(link) action enables the unit (target the link,
       after the unit file).
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
   type: list
   elements: dict
-  contains:
-    kind:
-      description: What sort of change (V(command), V(sysfs), V(file) or V(link)).
-      type: str
-    target:
-      description: What it changes (C(IF SETTING), a sysfs/configfs path, a file, a link).
-      type: str
-    before:
-      description: The value or file content before (null when absent).
-      type: raw
-    after:
-      description: The value or file content after (null when removed).
-      type: raw
-    destructive:
-      description: Whether data is lost.
-      type: bool
-    reboot:
-      description: Whether it takes effect only after a reboot.
-      type: bool
-    text:
-      description: The action in words.
-      type: str
   sample:
     - {kind: command, target: ens1f0np0 pfc, before: [false, false, false, false, false, false, false, false],
        after: [false, false, false, true, false, false, false, false], destructive: false, reboot: false,

@@ -122,31 +122,11 @@ actions:
   description:
     - What the module did, or would do in check mode, in order (see docs/architecture.md).
       V(sysctl) actions set a live key (O(keys)), a V(file) action rewrites O(file).
+    - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
+      C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
   type: list
   elements: dict
-  contains:
-    kind:
-      description: What sort of change.
-      type: str
-    target:
-      description: What it changes (a key, a path, an interface, a device).
-      type: str
-    before:
-      description: The value or file content before (null when absent).
-      type: raw
-    after:
-      description: The value or file content after (null when removed).
-      type: raw
-    destructive:
-      description: Whether data is lost.
-      type: bool
-    reboot:
-      description: Whether it takes effect only after a reboot.
-      type: bool
-    text:
-      description: The action in words.
-      type: str
   sample:
     - {kind: sysctl, target: net.ipv4.tcp_rmem, before: "4096 87380 6291456", after: "4096 131072 16777216",
        destructive: false, reboot: false, text: "set net.ipv4.tcp_rmem: 4096 87380 6291456 -> 4096 131072 16777216"}

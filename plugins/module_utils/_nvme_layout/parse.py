@@ -18,6 +18,12 @@ import json
 import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._fstab import (
+    fstab_entry,
+    fstab_fields,
+    replace_owned,
+    unescape,
+)
 
 PART_CODE_RAID = "FD00"
 PART_CODE_LINUX = "8300"
@@ -169,18 +175,14 @@ def parse_mountinfo(text):
         mounts.append(
             dict(
                 majmin=fields[2],
-                target=_unescape(fields[4]),
+                target=unescape(fields[4]),
                 fstype=tail[0],
-                source=_unescape(tail[1]),
+                source=unescape(tail[1]),
                 options=opts,
                 super_options=tail[2] if len(tail) > 2 else "",
             )
         )
     return mounts
-
-
-def _unescape(path):
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
 def parse_mdadm_brief(text):
@@ -205,56 +207,29 @@ def fstab_line(uuid, path, fstype, options):
         opts.append("nofail")
     if len(opts) == 1:
         opts.insert(0, "defaults")
-    return "UUID=%s %s %s %s 0 2" % (uuid, path, fstype, ",".join(opts))
+    return fstab_entry("UUID=%s" % uuid, path, fstype, opts, 0, 2)
 
 
 def update_fstab(text, line, mount_path, uuid):
     """Replace our entry (same mount path or same UUID) or append it; other lines stay
     byte-identical. Returns the new text."""
-    text = text or ""
-    lines = text.splitlines(True)
-    out = []
-    placed = False
-    for raw in lines:
-        fields = raw.split()
-        ours = (
-            fields
-            and not fields[0].startswith("#")
-            and len(fields) >= 2
-            and (fields[1] == mount_path or (uuid and fields[0] == "UUID=%s" % uuid))
-        )
-        if ours:
-            if not placed:
-                out.append(line + "\n")
-                placed = True
-            continue
-        out.append(raw)
-    if not placed:
-        if out and not out[-1].endswith("\n"):
-            out[-1] = out[-1] + "\n"
-        out.append(line + "\n")
-    return "".join(out)
+
+    def ours(raw):
+        fields = fstab_fields(raw)
+        return bool(fields) and len(fields) >= 2 and (
+            fields[1] == mount_path or bool(uuid and fields[0] == "UUID=%s" % uuid))
+
+    return replace_owned(text, line, ours)
 
 
 def update_mdadm_conf(text, array_line, device, uuid):
     """Add our ARRAY line when absent; replace a stale line for the same device or UUID."""
-    text = text or ""
-    out = []
-    placed = False
-    for raw in text.splitlines(True):
+
+    def ours(raw):
         fields = raw.split()
-        ours = len(fields) >= 2 and fields[0] == "ARRAY" and (fields[1] == device or ("UUID=%s" % uuid) in fields)
-        if ours:
-            if not placed:
-                out.append(array_line + "\n")
-                placed = True
-            continue
-        out.append(raw)
-    if not placed:
-        if out and not out[-1].endswith("\n"):
-            out[-1] = out[-1] + "\n"
-        out.append(array_line + "\n")
-    return "".join(out)
+        return len(fields) >= 2 and fields[0] == "ARRAY" and (fields[1] == device or ("UUID=%s" % uuid) in fields)
+
+    return replace_owned(text, array_line, ours)
 
 
 def mkfs_argv(fs, raid, n_members, target, force):

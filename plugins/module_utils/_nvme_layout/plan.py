@@ -46,7 +46,7 @@ BLOCK_DEVICES = "block devices"
 MOUNTS = "mounts"
 DIRECTORIES = "directories"
 
-NEW_UUID = "<uuid of the new filesystem>"
+NEW_UUID = "<uuid-of-the-new-filesystem>"  # one fstab field: check mode cannot know it
 
 PUBLIC_DEVICE_KEYS = ("path", "device", "size", "serial", "wwn", "model", "tran", "backing_file", "class",
                       "found", "member", "wipe_allowed")

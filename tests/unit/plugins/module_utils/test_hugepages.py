@@ -55,9 +55,14 @@ def test_tmpfiles_pools_then_thp_or_none():
 def test_fstab_one_line_per_mount_point():
     before = "UUID=a / ext4 defaults 0 1\n/x /mnt/huge hugetlbfs a 0 0\n/y /mnt/huge hugetlbfs b 0 0\n# /mnt/huge"
     mount = {"path": "/mnt/huge", "options": "pagesize=2M,uid=0,gid=0,mode=0755"}
+    # our line replaces the first entry for the mount point, the second is dropped (it would fight
+    # ours) and every other line stays byte-identical, even the last one without a newline
     assert _hugepages_files.render_fstab(before, [mount]) == (
         "UUID=a / ext4 defaults 0 1\nhugetlbfs /mnt/huge hugetlbfs pagesize=2M,uid=0,gid=0,mode=0755 0 0\n"
-        "# /mnt/huge\n")
+        "# /mnt/huge")
+    spaced = dict(mount, path="/mnt/huge pages")
+    assert _hugepages_files.render_fstab("", [spaced]) == (
+        "hugetlbfs /mnt/huge\\040pages hugetlbfs pagesize=2M,uid=0,gid=0,mode=0755 0 0\n")
     assert _hugepages_files.render_fstab(None, []) is None
     assert _hugepages_files.render_fstab(None, [mount]).startswith("hugetlbfs /mnt/huge")
 

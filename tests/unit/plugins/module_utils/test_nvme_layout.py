@@ -253,7 +253,7 @@ def test_diff_shows_the_files_then_only_the_block_devices_acted_on(tmp_path):
     assert [d["before_header"] for d in diff] == [
         "/etc/fstab", "/etc/mdadm/mdadm.conf", "block devices", "directories", "mounts"]
     assert diff[0]["before"] == FSTAB and diff[0]["after"].startswith(FSTAB)
-    assert "<uuid of the new filesystem> %s xfs noatime,nofail 0 2\n" % (tmp_path / "mnt") in diff[0]["after"]
+    assert "<uuid-of-the-new-filesystem> %s xfs noatime,nofail 0 2\n" % (tmp_path / "mnt") in diff[0]["after"]
     assert diff[1]["before"] == "" and diff[1]["after"].startswith("ARRAY /dev/md/md-cache metadata=1.2")
     block = diff[2]
     assert block["before"] == "/dev/loop7 = ext4 filesystem label=data\n"    # only what is there now
@@ -271,7 +271,7 @@ def test_check_mode_result_says_the_initramfs_would_need_an_update(tmp_path):
     result = lay.result(state, acts)
     assert result["initramfs_update_needed"] is True
     assert result["uuid"] is None and result["mount"]["mounted"] is False
-    assert result["fstab_line"] == "UUID=<uuid of the new filesystem> %s xfs noatime,nofail 0 2" % (tmp_path / "mnt")
+    assert result["fstab_line"] == "UUID=<uuid-of-the-new-filesystem> %s xfs noatime,nofail 0 2" % (tmp_path / "mnt")
     assert [d["class"] for d in result["devices"]] == ["empty", "empty"]
     lay, state = layout(tmp_path, devices, raid=RAID)                   # a real run, before apply
     assert lay.result(state, lay.plan(state))["initramfs_update_needed"] is False

@@ -125,7 +125,7 @@ def test_check_mode_over_an_empty_device_predicts_the_actions_and_the_diff(tmp_p
         "partition /dev/loopX: GPT, partition 1 from 1 MiB to the end, type 8300, name aiinfra-cache",
         "mkfs (new partition): xfs label=model-cache"]
     assert not any(a["destructive"] or a["reboot"] for a in result["actions"])
-    line = "UUID=<uuid of the new filesystem> %s xfs noatime,nofail 0 2" % mnt
+    line = "UUID=<uuid-of-the-new-filesystem> %s xfs noatime,nofail 0 2" % mnt
     assert result["fstab_line"] == line and result["uuid"] is None
     assert result["initramfs_update_needed"] is False
     assert result["devices"][0]["class"] == "empty"
