@@ -10,13 +10,21 @@ with ansible.posix.sysctl, community.general.parted + filesystem, ansible.posix.
     conventional_first_converge_4_s
     ratio_first_converge_ours_vs_conventional_4   goal <= 0.25
 
-Run as root: `.venv/bin/python bench/bench_site.py [--sizes 4 8]` (part of `make bench`).
+With ``--compare REV`` (for example the commit before a refactoring), on the first size the
+re-run of the code at REV (a git worktree under .cache/bench/) and of this checkout alternate
+three times each on the same converged lab:
+    site_rerun_REV_N_s, site_rerun_this_N_s   medians
+    ratio_rerun_this_vs_REV_N                 goal <= 1.05 (no slower, within noise)
+
+Run as root: `.venv/bin/python bench/bench_site.py [--sizes 4 8] [--compare REV]` (part of `make bench`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import statistics
 import subprocess
 import sys
 import time
@@ -33,10 +41,16 @@ ENV = {**os.environ, "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "ANSIB
 CONVENTIONAL = os.path.join(REPO, "bench", "conventional_site.yml")
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str], tree: str = REPO, no_change: bool = False) -> float:
+    """Seconds of one run; with ``no_change`` the run must change nothing (a fair re-run)."""
+    env = dict(ENV, ANSIBLE_CONFIG=os.path.join(tree, "ansible.cfg"))
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=REPO, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree, check=False)
     elapsed = time.perf_counter() - t0
+    recap = proc.stdout.rpartition("PLAY RECAP")[2]
+    changed = [int(n) for n in re.findall(r"\bchanged=(\d+)", recap)]
+    if proc.returncode == 0 and no_change and (not changed or any(changed)):
+        raise SystemExit(f"a re-run in {tree} changed something:\n{recap}")
     if proc.returncode != 0:
         log = os.path.join(REPO, ".cache", "bench", "failed-run.log")
         with open(log, "w") as fh:
@@ -44,6 +58,20 @@ def timed(argv: list[str]) -> float:
         sys.stderr.write(f"full output: {log}\n" + proc.stdout[-4000:] + proc.stderr[-2000:])
         raise SystemExit(f"{' '.join(argv[:3])} failed (rc={proc.returncode})")
     return elapsed
+
+
+def worktree(rev: str) -> tuple[str, str]:
+    """A checkout of ``rev`` (its own .collections link) to run the code of that commit."""
+    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    path = os.path.join(REPO, ".cache", "bench", f"ref-{sha}")
+    if not os.path.isdir(path):
+        subprocess.run(["git", "worktree", "add", "--detach", path, sha], cwd=REPO, capture_output=True, check=True)
+    link = os.path.join(path, ".collections", "ansible_collections", "aiinfra", "datapath")
+    if not os.path.islink(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink("../../..", link)
+    return sha, path
 
 
 def fresh_lab(nodes: int) -> tuple[Lab, str]:
@@ -58,6 +86,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--no-conventional", action="store_true")
+    parser.add_argument("--compare", metavar="REV", help="also time the re-run of the code at this git revision")
     args = parser.parse_args()
     figures: dict[str, float] = {}
     lab = Lab(LAB_NAME)
@@ -66,7 +95,19 @@ def main() -> int:
             lab, inventory = fresh_lab(n)
             site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/site.yml"]
             figures[f"site_first_converge_{n}_s"] = timed(site)
-            figures[f"site_rerun_{n}_s"] = timed(site)
+            figures[f"site_rerun_{n}_s"] = timed(site, no_change=True)
+            if args.compare and n == args.sizes[0]:
+                sha, tree = worktree(args.compare)
+                old = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/site.yml"]
+                times: dict[str, list[float]] = {sha: [], "this": []}
+                timed(old, tree)  # the other code's first re-run writes nothing new, but warms its caches
+                for _ in range(3):
+                    times[sha].append(timed(old, tree, no_change=True))
+                    times["this"].append(timed(site, no_change=True))
+                for who, values in times.items():
+                    figures[f"site_rerun_{who}_{n}_s"] = statistics.median(values)
+                figures[f"ratio_rerun_this_vs_{sha}_{n}"] = (figures[f"site_rerun_this_{n}_s"]
+                                                             / figures[f"site_rerun_{sha}_{n}_s"])
             figures[f"ping_{n}_s"] = timed([os.path.join(BIN, "ansible"), "all", "-i", inventory,
                                             "-m", "ansible.builtin.ping"])
             figures[f"ratio_rerun_vs_ping_{n}"] = figures[f"site_rerun_{n}_s"] / figures[f"ping_{n}_s"]
