@@ -162,10 +162,19 @@ class Capability(object):
 
     name = None
     read_only = False  # True: changes nothing, takes no lock, returns no ``actions``
+    uses_root = True  # has the shared ``root`` option (doc fragment aiinfra.datapath.node)
+
+    @classmethod
+    def options(cls):
+        """The capability's own options: its argument spec without the shared ``root``."""
+        raise NotImplementedError
 
     @classmethod
     def argument_spec(cls):
-        raise NotImplementedError
+        spec = dict(cls.options())
+        if cls.uses_root:
+            spec.update(ROOT_OPTION)
+        return spec
 
     @classmethod
     def module_spec(cls):
@@ -175,7 +184,7 @@ class Capability(object):
     @classmethod
     def node_root(cls, params):
         """The node's filesystem root from ``params``: the ``root`` option where the spec has one."""
-        return (params.get("root") or "/") if "root" in cls.argument_spec() else "/"
+        return (params.get("root") or "/") if cls.uses_root else "/"
 
     def __init__(self, params, node):
         self.params = params

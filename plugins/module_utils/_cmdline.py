@@ -20,7 +20,6 @@ import re
 import shlex
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    ROOT_OPTION,
     Action,
     Capability,
     apply_file,
@@ -296,8 +295,8 @@ class KernelCmdline(Capability):
     name = "kernel_cmdline"
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             args=dict(type="list", elements="str", default=[]),
             remove=dict(type="list", elements="str", default=[]),
             backend=dict(type="str", choices=["auto", "grub_d", "grubby", "none"], default="auto"),
@@ -305,8 +304,6 @@ class KernelCmdline(Capability):
             update_bootloader=dict(type="bool", default=True),
             when_no_bootloader=dict(type="str", choices=["skip", "write_drop_in"], default="skip"),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def validate(self):
         self.args = [str(a) for a in self.params["args"]]

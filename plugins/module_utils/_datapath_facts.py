@@ -19,7 +19,7 @@ import errno
 import os
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import ROOT_OPTION, Capability
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Capability
 from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import split_cmdline
 from ansible_collections.aiinfra.datapath.plugins.module_utils._dcb import DcbBackend, DcbError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import (
@@ -32,12 +32,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import
     size_label,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import SYS_NET, sysfs_device
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
-    collect as collect_firmware,
-)
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
-    parse_devlink_info,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import collect as collect_firmware
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import parse_devlink_info
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import canonical_name, read_key
 
 FACTS_VERSION = 1
@@ -111,16 +107,14 @@ class DatapathFacts(Capability):
     read_only = True  # never waits for a run that changes the node
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             gather=dict(type="list", elements="str", choices=list(SECTIONS), default=list(SECTIONS)),
             sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
             interfaces=dict(type="list", elements="str"),
             storage_devices=dict(type="list", elements="str", default=[]),
             mount_paths=dict(type="list", elements="str", default=[]),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def __init__(self, params, node):
         Capability.__init__(self, params, node)

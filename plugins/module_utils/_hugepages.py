@@ -20,7 +20,6 @@ import pwd
 import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    ROOT_OPTION,
     Action,
     Capability,
     apply_file,
@@ -201,8 +200,8 @@ class HugePages(Capability):
     name = "hugepages"
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             pages=dict(type="list", elements="dict", default=[], options=dict(
                 size=dict(type="str", required=True, choices=["2M", "1G"]),
                 count=dict(type="int", required=True),
@@ -227,8 +226,6 @@ class HugePages(Capability):
             boot_unit_file=dict(type="path", default=DEFAULT_BOOT_UNIT_FILE),
             fstab=dict(type="path", default="/etc/fstab"),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     # -- read -------------------------------------------------------------------------
     def read(self):

@@ -19,11 +19,7 @@ import ipaddress
 import os
 import socket
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    ROOT_OPTION,
-    Action,
-    Capability,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Action, Capability
 from ansible_collections.aiinfra.datapath.plugins.module_utils._derived import MTU_MAX, MTU_MIN
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
@@ -37,12 +33,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
     ssh_connection_addresses,
     sysfs_device,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf import (
-    BACKENDS,
-    apply_change,
-    choose,
-    detect,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf import BACKENDS, apply_change, choose, detect
 from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import CommandError
 
 PERSIST_CHOICES = ["auto", "networkd", "networkmanager", "netplan", "ifupdown", "none"]
@@ -109,8 +100,8 @@ class LinkMtu(Capability):
     name = "link_mtu"
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             interfaces=dict(type="list", elements="dict", required=True, options=dict(
                 name=dict(type="str"),
                 match=dict(type="dict", options=dict(
@@ -124,8 +115,6 @@ class LinkMtu(Capability):
             connection_address=dict(type="str"),
             verify_after=dict(type="list", elements="str", default=[]),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def read(self):
         self.ip = IpLink(self.runner, ip=self.runner.which("ip") or "ip")

@@ -20,11 +20,7 @@ import json
 import os
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    Action,
-    apply_file,
-    file_action,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Action, apply_file, file_action
 
 HEADER = "Managed by aiinfra.datapath.link_mtu; changes here are overwritten."
 NM_SECTION = "NetworkManager connections"

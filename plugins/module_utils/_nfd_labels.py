@@ -17,7 +17,6 @@ import os
 import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    ROOT_OPTION,
     Capability,
     apply_file,
     file_action,
@@ -121,8 +120,8 @@ class NfdLabels(Capability):
     name = "nfd_labels"
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             labels=dict(type="dict", default={}),
             cache_mount=dict(type="path"),
             hugepages=dict(type="bool", default=True),
@@ -133,8 +132,6 @@ class NfdLabels(Capability):
             path=dict(type="path", default=DEFAULT_FEATURES_FILE),
             state=dict(type="str", choices=["present", "absent"], default="present"),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def validate(self):
         if not self.params["path"].startswith("/"):

@@ -21,7 +21,7 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import ROOT_OPTION, Capability
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Capability
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import sysfs_device
 from ansible_collections.aiinfra.datapath.plugins.module_utils._version import compare_versions
@@ -185,8 +185,8 @@ class NicFirmware(Capability):
     read_only = True  # never waits for a run that changes the node
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             interfaces=dict(type="list", elements="str"),
             policies=dict(type="list", elements="dict", default=[], options=dict(
                 driver=dict(type="str"), psid=dict(type="str"), min_version=dict(type="str"),
@@ -194,8 +194,6 @@ class NicFirmware(Capability):
             )),
             fail_on_noncompliant=dict(type="bool", default=False),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def validate(self):
         for index, policy in enumerate(self.params["policies"]):

@@ -136,9 +136,10 @@ class PathCheck(Capability):
 
     name = "path_check"
     read_only = True
+    uses_root = False  # pings from the node itself; no node files are read
 
     @classmethod
-    def argument_spec(cls):
+    def options(cls):
         return dict(
             targets=dict(type="list", elements="dict", required=True, options=dict(
                 fabric=dict(type="str", required=True),

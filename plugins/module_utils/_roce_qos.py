@@ -26,7 +26,6 @@ __metaclass__ = type
 import os
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    ROOT_OPTION,
     Action,
     Capability,
     apply_file,
@@ -344,9 +343,9 @@ class RoceQos(Capability):
     name = "roce_qos"
 
     @classmethod
-    def argument_spec(cls):
+    def options(cls):
         match = dict(name=dict(type="str"), mac=dict(type="str"), pci=dict(type="str"), driver=dict(type="str"))
-        spec = dict(
+        return dict(
             interfaces=dict(type="list", elements="dict", required=True, options=dict(
                 interface=dict(type="str"),
                 match=dict(type="dict", options=match),
@@ -368,8 +367,6 @@ class RoceQos(Capability):
             persist=dict(type="bool", default=True),
             configfs_root=dict(type="path", default="/sys/kernel/config"),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def read(self):
         return {"links": sysfs_links(self.root),

@@ -18,7 +18,6 @@ import os
 import stat
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    ROOT_OPTION,
     Action,
     Capability,
     apply_file,
@@ -278,15 +277,13 @@ class SysctlProfile(Capability):
     name = "sysctl_profile"
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             keys=dict(type="dict", required=True, no_log=False),
             file=dict(type="path", default=DEFAULT_FILE),
             apply=dict(type="bool", default=True),
             on_override=dict(type="str", choices=["warn", "fail"], default="warn"),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def validate(self):
         if not self.params["file"].startswith("/"):

@@ -41,10 +41,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
     normalise_models,
     parse_manifest,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import (
-    Transfer,
-    makedirs,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import Transfer, makedirs
 
 MODEL_CACHE_LOCK_PATH = "/run/aiinfra-datapath-model-cache.lock"
 CURRENT_SECTION = "current versions"  # the diff section of the switch actions
@@ -71,10 +68,11 @@ class ModelCache(Capability):
     """Fill one models directory with the declared versions: read -> plan -> apply."""
 
     name = "model_cache"
+    uses_root = False  # the cache directory is an absolute path on the node (option cache_dir)
     mountinfo = MOUNTINFO
 
     @classmethod
-    def argument_spec(cls):
+    def options(cls):
         return dict(
             cache_dir=dict(type="path", required=True, aliases=["root"], deprecated_aliases=[
                 dict(name="root", version="1.0.0", collection_name="aiinfra.datapath")]),

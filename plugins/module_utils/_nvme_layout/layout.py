@@ -17,11 +17,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
-    ROOT_OPTION,
-    Capability,
-    render_diff,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Capability, render_diff
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.classify import (
     build_device,
     classify,
@@ -73,8 +69,8 @@ class NvmeLayout(LayoutPlan, LayoutSteps, Capability):
     name = "nvme_layout"
 
     @classmethod
-    def argument_spec(cls):
-        spec = dict(
+    def options(cls):
+        return dict(
             devices=dict(type="list", elements="path"),
             select=dict(type="dict", options=dict(
                 model=dict(type="str"),
@@ -109,8 +105,6 @@ class NvmeLayout(LayoutPlan, LayoutSteps, Capability):
             mdadm_conf=dict(type="path", default="/etc/mdadm/mdadm.conf"),
             fstab=dict(type="path", default="/etc/fstab"),
         )
-        spec.update(ROOT_OPTION)
-        return spec
 
     def __init__(self, params, node):
         Capability.__init__(self, params, node)

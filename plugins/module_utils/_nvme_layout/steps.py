@@ -30,11 +30,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.pars
     update_fstab,
     update_mdadm_conf,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.plan import (
-    dir_changes,
-    dir_now,
-    retext,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.plan import dir_changes, dir_now, retext
 from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import CommandError
 
 

@@ -17,8 +17,8 @@ class Counter(contract.Capability):
     name = "counter"
 
     @classmethod
-    def argument_spec(cls) -> dict[str, Any]:
-        return dict(value=dict(type="str"), **contract.ROOT_OPTION)
+    def options(cls) -> dict[str, Any]:
+        return dict(value=dict(type="str"))
 
     def validate(self) -> None:
         if self.params["value"] == "invalid":
@@ -86,6 +86,17 @@ def test_errors_become_failed_results_and_bugs_keep_their_traceback(tmp_path: Pa
     assert full["warnings"] == ["rewriting the counter"], "warnings survive a failure"
     with pytest.raises(KeyError):
         contract.run(Counter, {"value": "bug", "root": str(tmp_path)}, node(tmp_path))
+
+
+def test_the_shared_root_option_is_added_once_for_every_capability() -> None:
+    assert Counter.argument_spec() == {"value": {"type": "str"}, "root": {"type": "path", "default": "/"}}
+    assert Counter.module_spec() == {"argument_spec": Counter.argument_spec()}
+    assert Counter.node_root({"root": "/srv/node", "value": "1"}) == "/srv/node"
+
+    class Rootless(Counter):
+        uses_root = False
+
+    assert "root" not in Rootless.argument_spec() and Rootless.node_root({"root": "/x"}) == "/"
 
 
 def test_a_relative_root_is_refused() -> None:

@@ -15,7 +15,10 @@ def test_fields_with_blanks_are_octal_escaped_and_read_back() -> None:
 
 def test_replace_owned_keeps_every_other_line_byte_identical() -> None:
     text = "a 1\n# ours 0\nours 1\r\nb 2\nours 2\nc 3"
-    owned = lambda raw: raw.startswith("ours")  # noqa: E731
+
+    def owned(raw: str) -> bool:
+        return raw.startswith("ours")
+
     assert _fstab.replace_owned(text, "ours NEW", owned) == "a 1\n# ours 0\nours NEW\nb 2\nc 3"
     assert _fstab.replace_owned("a 1", "ours NEW", owned) == "a 1\nours NEW\n"
     assert _fstab.replace_owned(None, "ours NEW", owned) == "ours NEW\n"
