@@ -9,6 +9,9 @@ REPO=$(pwd)
 APT_PACKAGES=(
   iproute2 openssh-server openssh-client util-linux fdisk gdisk parted xfsprogs e2fsprogs
   mdadm ethtool iputils-ping procps kmod python3 python3-venv ca-certificates
+  # the real readers of the files the modules write (tests/interop, docs/interop.md); lab nodes
+  # hide the host's network configuration, so having them on the host changes no node
+  systemd udev netplan.io ifupdown
 )
 
 missing=()

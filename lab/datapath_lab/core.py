@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -464,6 +465,7 @@ class Lab:
         _write(os.path.join(upper, "etc", "hostname"), node + "\n", 0o644)
         _write(os.path.join(upper, "etc", "hosts"), hosts, 0o644)
         _write(os.path.join(upper, "etc", "machine-id"), os.urandom(16).hex() + "\n", 0o444)
+        _no_network_config(upper)
 
     def _start_holder(self, node: str) -> int:
         base = os.path.join(self.run_dir, "nodes", node)
@@ -730,6 +732,26 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
 
 def _lab_byte(name: str) -> int:
     return sum(name.encode()) & 0xFF
+
+
+# A node starts like a fresh install with no network configuration of its own, whatever
+# network packages the host has: these paths of the host's root are hidden in the node's
+# overlay (an opaque empty directory, or a whiteout for a file); tests write what they need.
+NETWORK_CONFIG_DIRS = ("etc/netplan", "etc/systemd/network", "etc/NetworkManager/system-connections",
+                       "etc/network/interfaces.d")
+NETWORK_CONFIG_FILES = ("etc/network/interfaces",)
+
+
+def _no_network_config(upper: str) -> None:
+    for rel in NETWORK_CONFIG_DIRS:
+        path = os.path.join(upper, rel)
+        os.makedirs(path, exist_ok=True)
+        os.setxattr(path, "trusted.overlay.opaque", b"y")
+    for rel in NETWORK_CONFIG_FILES:
+        path = os.path.join(upper, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not os.path.lexists(path):
+            os.mknod(path, stat.S_IFCHR | 0o000, os.makedev(0, 0))  # overlayfs whiteout
 
 
 def _write(path: str, text: str, mode: int) -> None:
