@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help bootstrap demo test unit integration molecule lint sanity build bench \
+.PHONY: help bootstrap demo test unit interop integration molecule lint sanity build bench \
         lab-up lab-down lab-shell lab-status clean
 
 help:  ## list the targets
@@ -30,6 +30,9 @@ test: bootstrap  ## everything CI runs: lint, unit, lab integration, molecule, s
 
 unit: bootstrap  ## fast unit tests (no root, no lab)
 	$(BIN)/pytest -q -m "not lab" tests/unit $(PYTEST_ARGS)
+
+interop: bootstrap  ## the files we write, read by the real programs that read them (docs/interop.md)
+	$(BIN)/pytest -q tests/interop $(PYTEST_ARGS)
 
 integration: bootstrap  ## lab tests through the real kernel and real ansible-playbook
 	$(BIN)/pytest -q -m "lab and not slow" tests/integration $(PYTEST_ARGS)

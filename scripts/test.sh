@@ -24,6 +24,7 @@ stage ruff        "$BIN/ruff" check .
 stage mypy        "$BIN/mypy" lab/datapath_lab plugins/plugin_utils plugins/filter plugins/action
 stage ansible-lint "$BIN/ansible-lint" --offline --profile production -q
 stage unit        "$BIN/pytest" -q -m "not lab" tests/unit
+stage interop     "$BIN/pytest" -q tests/interop
 stage integration "$BIN/pytest" -q -m "lab and not slow" tests/integration tests/unit
 stage molecule    ./scripts/molecule.sh
 stage sanity      ./scripts/sanity.sh

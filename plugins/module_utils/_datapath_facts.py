@@ -33,7 +33,10 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import SYS_NET, sysfs_device
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import collect as collect_firmware
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import parse_devlink_info
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
+    DevlinkOutputError,
+    parse_devlink_info,
+)
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import canonical_name, read_key
 
 FACTS_VERSION = 1
@@ -268,12 +271,17 @@ class DatapathFacts(Capability):
     def _devlink_info(self):
         devlink = self._tool("devlink")
         if not devlink:
-            return {}
+            return None
         rc, out, err = self.runner.run([devlink, "-j", "dev", "info"], check=False)
         if rc != 0:
             self.notes.append("devlink -j dev info failed: %s" % (err or out).strip())
-            return {}
-        return parse_devlink_info(out)
+            return None
+        try:
+            return parse_devlink_info(out)
+        except DevlinkOutputError as exc:
+            self.notes.append("devlink -j dev info printed output that cannot be read, so devlink was not "
+                              "used: %s" % exc)
+            return None
 
     def qos(self):
         if not self.host.exists(SYS_NET):

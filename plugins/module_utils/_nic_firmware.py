@@ -48,14 +48,26 @@ def parse_ethtool_info(text):
     return info
 
 
+class DevlinkOutputError(ValueError):
+    """``devlink -j dev info`` printed something that is not its JSON document."""
+
+
 def parse_devlink_info(text):
-    """``devlink -j dev info`` -> ``{bus: {driver, serial, psid, fw_running, fw_stored}}``."""
+    """``devlink -j dev info`` -> ``{bus: {driver, serial, psid, fw_running, fw_stored}}``.
+
+    Raises DevlinkOutputError, with what was wrong, for output that is not devlink's JSON, so
+    that a caller can say devlink was unreadable rather than that it reported nothing.
+    """
     try:
         data = json.loads(text or "{}")
-    except ValueError:
-        return {}
+    except ValueError as exc:
+        raise DevlinkOutputError("not JSON (%s): %r" % (exc, (text or "")[:80]))
+    if not isinstance(data, dict) or not isinstance(data.get("info", {}), dict):
+        raise DevlinkOutputError("JSON without an \"info\" object: %r" % (text or "")[:80])
     out = {}
     for handle, entry in (data.get("info") or {}).items():
+        if not isinstance(entry, dict):
+            raise DevlinkOutputError("entry %s is not an object" % handle)
         bus = handle.split("/", 1)[1] if "/" in handle else handle
         versions = entry.get("versions") or {}
         fixed, running, stored = (versions.get(k) or {} for k in ("fixed", "running", "stored"))
@@ -74,8 +86,9 @@ def collect(host, runner, ifname, ethtool=None, devlink_info=None):
     """Facts of one NIC; ``devlink_info`` is the parsed ``devlink -j dev info`` of the node."""
     net = "/sys/class/net/%s" % ifname
     nic = {"interface": ifname, "bus_info": None, "driver": None, "driver_version": None,
-           "firmware_version": None, "firmware_stored": None, "psid": None, "sources": [],
-           "physical": host.exists(net + "/device"), "notes": []}
+           "driver_inbox": None, "firmware_version": None, "firmware_stored": None, "psid": None,
+           "sources": [], "physical": host.exists(net + "/device"), "notes": [], "source_notes": {}}
+    looked = nic["source_notes"]  # what each source said, for the reason of an unknown version
     if ethtool:
         rc, out, err = runner.run([ethtool, "-i", ifname], check=False)
         if rc == 0:
@@ -83,13 +96,31 @@ def collect(host, runner, ifname, ethtool=None, devlink_info=None):
             nic["sources"].append("ethtool")
             nic.update(driver=info.get("driver"), driver_version=info.get("version"),
                        bus_info=info.get("bus-info"), firmware_version=info["fw_version"], psid=info["psid"])
+            looked["ethtool"] = "ethtool -i gave %s" % (
+                "firmware %s" % info["fw_version"] if info["fw_version"] else "no firmware-version")
+            # ethtool's "version:" is the driver's own version, or for a driver built into the
+            # kernel (inbox), the kernel release: say which
+            release = host.read("/proc/sys/kernel/osrelease")
+            if nic["driver_version"] and release and nic["driver_version"] == release:
+                nic["driver_inbox"] = True
+                nic["notes"].append("driver_version %s is the kernel release: the inbox %s driver "
+                                    "(ethtool -i reports no version of its own)" % (release, nic["driver"]))
+            elif nic["driver_version"]:
+                nic["driver_inbox"] = False
         else:
             nic["notes"].append("ethtool -i failed: %s" % (err or out).strip())
+            looked["ethtool"] = "ethtool -i failed"
+    else:
+        looked["ethtool"] = "ethtool is not installed"
     if nic["physical"] and (not nic["bus_info"] or not nic["driver"]):
         bus, driver = sysfs_device(host, ifname)
         nic["bus_info"] = nic["bus_info"] or bus
         nic["driver"] = nic["driver"] or driver
     dl = (devlink_info or {}).get(nic["bus_info"] or "") if nic["bus_info"] else None
+    if devlink_info is None:
+        looked["devlink"] = "devlink was not read (not installed, failed or unreadable: see notes)"
+    elif not dl:
+        looked["devlink"] = "devlink has no entry for %s" % (nic["bus_info"] or "a device without a PCI address")
     if dl:
         nic["sources"].append("devlink")
         nic["driver"] = nic["driver"] or dl["driver"]
@@ -100,9 +131,11 @@ def collect(host, runner, ifname, ethtool=None, devlink_info=None):
             nic["notes"].append("ethtool reports %s, devlink running %s"
                                 % (nic["firmware_version"], dl["fw_running"]))
     hcas = host.listdir(net + "/device/infiniband")
+    looked["sysfs"] = "sysfs has no RDMA device for it"
     if hcas and (not nic["firmware_version"] or not nic["psid"]):
         base = "%s/device/infiniband/%s" % (net, hcas[0])
         fw, board = host.read(base + "/fw_ver"), host.read(base + "/board_id")
+        looked["sysfs"] = "sysfs RDMA device %s has %s" % (hcas[0], "fw_ver %s" % fw if fw else "no fw_ver")
         if fw or board:
             nic["sources"].append("sysfs")
             nic["firmware_version"] = nic["firmware_version"] or fw or None
@@ -151,7 +184,9 @@ def evaluate(nic, policies):
         where = ""
         if not nic.get("physical"):
             where = " (virtual interface: no /sys/class/net/%s/device)" % nic["interface"]
-        row["reason"] = "firmware version not reported by ethtool, devlink or sysfs%s" % where
+        said = "; ".join(nic["source_notes"][k] for k in ("ethtool", "devlink", "sysfs")
+                         if nic.get("source_notes", {}).get(k))
+        row["reason"] = "firmware version not reported%s: %s" % (where, said or "no source was read")
         return row
     policy, why = select_policy(nic, policies)
     if policy is None:
@@ -212,12 +247,18 @@ class NicFirmware(Capability):
                                       % (", ".join(missing), ", ".join(present) or "none"))
             names = list(self.params["interfaces"])
         ethtool, devlink = self.runner.which("ethtool"), self.runner.which("devlink")
-        devlink_info, notes = {}, []
+        devlink_info, notes = None, []
         if devlink:
             rc, out, err = self.runner.run([devlink, "-j", "dev", "info"], check=False)
             if rc == 0:
-                devlink_info = parse_devlink_info(out)
+                try:
+                    devlink_info = parse_devlink_info(out)
+                except DevlinkOutputError as exc:
+                    devlink_info = None
+                    notes.append("devlink -j dev info printed output this module cannot read, so devlink "
+                                 "was not used: %s" % exc)
             else:
+                devlink_info = None
                 notes.append("devlink -j dev info failed: %s" % (err or out).strip())
         if not ethtool and not devlink:
             notes.append("neither ethtool nor devlink is installed; only sysfs was read")

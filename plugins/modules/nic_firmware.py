@@ -18,7 +18,12 @@ description:
   - Compares each NIC with the most specific matching policy (PSID and driver, then PSID, then
     driver). Versions are compared numerically (28.39.3560 < 28.41.1000).
   - Returns a compliance table. A NIC without firmware information (a veth, for example) or
-    without a matching policy is V(unknown) with the reason.
+    without a matching policy is V(unknown) with the reason, which says what each source gave
+    (ethtool, devlink, sysfs). Output of C(devlink) that cannot be read is reported in RV(notes),
+    never taken as "no devices".
+  - C(driver_version) is ethtool's C(version) line. For a driver built into the kernel (inbox)
+    that is the kernel release, not a driver version; C(driver_inbox) says so (compared with
+    C(/proc/sys/kernel/osrelease)).
   - Never changes the node. The C(verify) role aggregates across hosts; O(fail_on_noncompliant)
     fails this host alone.
 author:
@@ -95,8 +100,9 @@ nics:
   elements: dict
   sample:
     - {interface: ens1f0np0, bus_info: "0000:e6:00.0", driver: mlx5_core, driver_version: 23.10-1.1.9,
-       firmware_version: 28.39.3560, firmware_stored: 28.39.3560, psid: MT_0000000838,
-       sources: [ethtool, devlink], physical: true, notes: []}
+       driver_inbox: false, firmware_version: 28.39.3560, firmware_stored: 28.39.3560, psid: MT_0000000838,
+       sources: [ethtool, devlink], physical: true, notes: [],
+       source_notes: {ethtool: "ethtool -i gave firmware 28.39.3560", sysfs: "sysfs has no RDMA device for it"}}
 compliance:
   description: One row per NIC.
   returned: always
@@ -130,6 +136,12 @@ compliance:
     bus_info:
       description: PCI address.
       type: str
+notes:
+  description: What the module could not read on this node (C(devlink) failed or printed something unreadable, no tool installed).
+  returned: always
+  type: list
+  elements: str
+  sample: ["devlink -j dev info failed: Failed to connect to devlink Netlink"]
 summary:
   description: Count of NICs per status.
   returned: always

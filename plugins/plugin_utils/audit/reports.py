@@ -36,7 +36,8 @@ def sort_key(finding: Mapping[str, Any]) -> tuple[Any, ...]:
 def _counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return {
         "total": len(findings),
-        "drift": sum(1 for f in findings if f.get("kind") == "drift"),
+        # drift that needs fixing; informational drift (a reboot pending) counts under info only
+        "drift": sum(1 for f in findings if f.get("kind") == "drift" and f.get("severity") != "info"),
         "error": sum(1 for f in findings if f.get("severity") == "error"),
         "warning": sum(1 for f in findings if f.get("severity") == "warning"),
         "info": sum(1 for f in findings if f.get("severity") == "info"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _nic_firmware as fw
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
 from netfakes import FakeRunner, Node, fixture, nic, static
@@ -38,7 +39,27 @@ def test_devlink_fixtures():
     assert failed["fw_stored"] is None  # 255.255.65535 = query failed, not a version
     pending = fw.parse_devlink_info(fixture("devlink/mlx5-pending-activation.json"))["0000:e6:00.0"]
     assert pending["fw_stored"] == "28.41.1000"
-    assert fw.parse_devlink_info("garbage") == {}
+    for text in ("garbage", "[]", '{"info": []}', '{"info": {"pci/0000:e6:00.0": "x"}}'):
+        with pytest.raises(fw.DevlinkOutputError):
+            fw.parse_devlink_info(text)
+    assert fw.parse_devlink_info("") == {} and fw.parse_devlink_info('{"info": {}}') == {}
+
+
+def test_unknown_version_says_what_each_source_said(tmp_path):
+    node = Node(tmp_path)
+    nic(node, "ens1f0np0")
+    runner = FakeRunner([static(["ethtool", "-i", "ens1f0np0"], out="driver: mlx5_core\nversion: 6.1.0-28-amd64\n"
+                                "firmware-version: \nbus-info: 0000:e6:00.0\n")])
+    node.put("/proc/sys/kernel/osrelease", "6.1.0-28-amd64\n")
+    facts = fw.collect(HostRoot(str(node.root)), runner, "ens1f0np0", "ethtool", None)
+    row = fw.evaluate(facts, [{"driver": "mlx5_core", "min_version": "28.39.3560"}])
+    assert row["status"] == "unknown"
+    assert row["reason"] == ("firmware version not reported: ethtool -i gave no firmware-version; devlink was "
+                             "not read (not installed, failed or unreadable: see notes); sysfs RDMA device "
+                             "mlx5_0 has no fw_ver")
+    # the "version:" of an inbox driver is the kernel release, and the result says so
+    assert facts["driver_version"] == "6.1.0-28-amd64" and facts["driver_inbox"] is True
+    assert "is the kernel release: the inbox mlx5_core driver" in " ".join(facts["notes"])
 
 
 def test_collect_merges_ethtool_and_devlink(tmp_path):

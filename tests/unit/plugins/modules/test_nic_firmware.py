@@ -92,6 +92,18 @@ def test_devlink_unavailable_in_namespace(run_module, node, monkeypatch):
     assert result["compliance"][0]["status"] == "compliant"
 
 
+def test_devlink_output_that_cannot_be_read_is_said(run_module, node, monkeypatch):
+    nic(node, "ens1f0np0")
+    handlers = [static([ETHTOOL, "-i", "ens1f0np0"], out="driver: mlx5_core\nbus-info: 0000:e6:00.0\n"),
+                static([DEVLINK, "-j", "dev", "info"], out="devlink: unknown command")]
+    fake(monkeypatch, handlers)
+    result = run_module(nic_firmware.main, args(node, policies=[POLICY]))
+    assert result["notes"][0].startswith("devlink -j dev info printed output this module cannot read, so devlink "
+                                         "was not used: not JSON")
+    row = result["compliance"][0]
+    assert row["status"] == "unknown" and "devlink was not read" in row["reason"]
+
+
 def test_sysfs_only(run_module, node, monkeypatch):
     nic(node, "ens1f0np0", fw_ver="28.39.3560", board_id="MT_0000000838")
     fake(monkeypatch, [], ethtool=False, devlink=False)

@@ -47,8 +47,10 @@ def test_json_report_validates_and_counts() -> None:
     report = json.loads(render_json(build_report(results(), "drift", {"rtt_us": 100}, "2026-01-01T00:00:00Z")))
     validator().validate(report)
     assert report["schema_version"] == 2 and report["failed"] is True
-    assert report["summary"] == {"hosts": 3, "total": 7, "drift": 5, "error": 3, "warning": 1, "info": 3,
+    # drift counts what needs fixing; informational drift (a reboot pending) counts under info only
+    assert report["summary"] == {"hosts": 3, "total": 7, "drift": 2, "error": 3, "warning": 1, "info": 3,
                                  "failing": 3}
+    assert sum(1 for f in report["findings"] if f["kind"] == "drift") == 5
     assert [(h["name"], h["status"]) for h in report["hosts"]] == [
         ("node1", "pass"), ("node2", "fail"), ("node3", "unreachable")]
     # worst first: errors (drift before finding), then warnings, then info
