@@ -44,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="remove every namespace, process, mount and loop device of the lab")
     st = sub.add_parser("status", help="show the lab; exit 0 healthy, 1 degraded, 3 not up")
     st.add_argument("--json", action="store_true")
-    inv = sub.add_parser("inventory", help="(re)write the Ansible inventory")
+    inv = sub.add_parser("inventory", help="(re)write the Ansible inventory, or print it (--list)")
     inv.add_argument("--inventory-dir")
+    inv.add_argument("--list", action="store_true",
+                     help="print Ansible's script-inventory JSON (spec included; empty while the lab is down)")
+    inv.add_argument("--host", help="script-inventory protocol: the host's variables (all are in _meta)")
     sh = sub.add_parser("shell", help="a root shell inside a node")
     sh.add_argument("node")
     ex = sub.add_parser("exec", help="run a command inside a node: exec NODE -- CMD...")
@@ -102,7 +105,12 @@ def main(argv: list[str] | None = None) -> int:
                 return 3
             return 1 if status["problems"] else 0
         if args.command == "inventory":
-            print(lab.write_inventory(lab.require_state(), args.inventory_dir) + "/hosts.yml")
+            if args.host is not None:
+                print("{}")
+            elif args.list:
+                print(json.dumps(lab.script_inventory(), indent=1, sort_keys=True))
+            else:
+                print(lab.write_inventory(lab.require_state(), args.inventory_dir) + "/hosts.yml")
             return 0
         if args.command == "shell":
             return lab.shell(args.node)

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .spec import lab_spec
 from .spec import render as render_spec
 
 # Lab addresses live only inside lab namespaces. 198.18.0.0/15 is the benchmarking range
@@ -659,12 +660,8 @@ class Lab:
         return (f"nsenter -t {pid} -m -u -n -r -w {SSHD} -i -o UsePAM=no "
                 "-o PasswordAuthentication=no -o KbdInteractiveAuthentication=no")
 
-    def write_inventory(self, state: dict[str, Any], inventory_dir: str | None = None) -> str:
-        inv = inventory_dir or state.get("inventory_dir") or os.path.join(repo_root(), "inventories", "lab")
-        inv = os.path.abspath(inv)
-        os.makedirs(inv, exist_ok=True)
-        state["inventory_dir"] = inv
-        self.save_state(state)
+    def inventory_data(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The lab's inventory as Ansible's YAML inventory shape (hosts.yml)."""
         mgmt = state["fabrics"][0]["name"]
         hosts: dict[str, Any] = {}
         for node, info in state["nodes"].items():
@@ -686,7 +683,7 @@ class Lab:
             }
         names = list(state["nodes"])
         half = (len(names) + 1) // 2
-        inventory = {
+        return {
             "all": {
                 "vars": {"datapath_lab_name": self.name, **self._server_vars(state)},
                 "children": {
@@ -701,6 +698,29 @@ class Lab:
                 "hosts": hosts,
             }
         }
+
+    def script_inventory(self) -> dict[str, Any]:
+        """Ansible's script-inventory JSON (``--list``) of the lab, its spec included in all's vars;
+        an empty inventory while the lab is down (molecule's create step brings it up)."""
+        state = self.load_state()
+        if not state or not state.get("nodes"):
+            return {"_meta": {"hostvars": {}}, "all": {"hosts": [], "children": []}}
+        data = self.inventory_data(state)["all"]
+        gpu = data["children"]["gpu_nodes"]
+        return {
+            "_meta": {"hostvars": data["hosts"]},
+            "all": {"vars": dict(data["vars"], **lab_spec(state)), "children": ["gpu_nodes"]},
+            "gpu_nodes": {"hosts": list(gpu["hosts"]), "children": list(gpu["children"])},
+            **{rack: {"hosts": list(group["hosts"])} for rack, group in gpu["children"].items()},
+        }
+
+    def write_inventory(self, state: dict[str, Any], inventory_dir: str | None = None) -> str:
+        inv = inventory_dir or state.get("inventory_dir") or os.path.join(repo_root(), "inventories", "lab")
+        inv = os.path.abspath(inv)
+        os.makedirs(inv, exist_ok=True)
+        state["inventory_dir"] = inv
+        self.save_state(state)
+        inventory = self.inventory_data(state)
         # JSON is valid YAML: no YAML library needed on this side.
         _write(os.path.join(inv, "hosts.yml"),
                "# Written by datapath-lab; regenerated on every `up`. Do not edit.\n"

@@ -97,6 +97,23 @@ def test_ansible_ping_over_real_ssh(lab: LabHandle) -> None:
     assert proc.stdout.count("SUCCESS") == len(lab.nodes)
 
 
+def test_molecule_script_inventory_lists_the_lab_and_its_spec(lab: LabHandle) -> None:
+    """molecule/shared/lab-inventory: what molecule's scenarios use as inventory (empty while down)."""
+    script = os.path.join(os.path.dirname(os.path.dirname(VENV_BIN)), "molecule", "shared", "lab-inventory")
+    up = subprocess.run([script, "--list"], capture_output=True, text=True, check=True,
+                        env={**os.environ, "DATAPATH_LAB_NAME": lab.lab.name})
+    inventory = json.loads(up.stdout)
+    assert sorted(inventory["gpu_nodes"]["hosts"]) == sorted(lab.nodes)
+    assert inventory["all"]["vars"]["datapath"]["version"] == 1
+    assert "ProxyCommand" in inventory["_meta"]["hostvars"][lab.nodes[0]]["ansible_ssh_common_args"]
+    down = subprocess.run([script, "--list"], capture_output=True, text=True, check=True,
+                          env={**os.environ, "DATAPATH_LAB_NAME": "dpnone"})
+    assert json.loads(down.stdout)["_meta"] == {"hostvars": {}}
+    host = subprocess.run([script, "--host", lab.nodes[0]], capture_output=True, text=True, check=True,
+                          env={**os.environ, "DATAPATH_LAB_NAME": lab.lab.name})
+    assert json.loads(host.stdout) == {}
+
+
 def test_host_network_untouched(lab: LabHandle) -> None:
     out = json.loads(subprocess.run(["ip", "-j", "addr"], capture_output=True, text=True, check=False).stdout)
     for link in out:
