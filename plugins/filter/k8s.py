@@ -6,6 +6,15 @@ Controller side. From the plan of every host (``datapath_plan``) it builds one S
 per local volume class (no provisioner, WaitForFirstConsumer), one PersistentVolume per host
 with node affinity to that host, and/or the ConfigMap of the local static provisioner.
 Documentation: local_volume_manifests.yml next to this file.
+
+The node affinity matches the label ``kubernetes.io/hostname`` that kubelet sets on its Node:
+kubelet takes ``--hostname-override`` or the machine's hostname (``uname -n``), trims it and
+lowercases it (k8s.io/component-helpers/node/util GetHostname). So the value here is
+``k8s_manifests_node_name`` when set, else the node's ``uname -n`` when facts were gathered
+(``ansible_facts.nodename``), else the inventory name; lowercased. It must be a DNS-1123
+subdomain of at most 63 characters (a Node name and a label value); otherwise the filter fails
+and names the host and the fix. Object names are DNS-1123 subdomains; two hosts whose objects
+would get the same name fail with both names.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from ansible.errors import AnsibleFilterError
 KINDS = ("storageclass", "pv", "configmap")
 MANAGED_BY = {"app.kubernetes.io/managed-by": "aiinfra.datapath"}
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+# k8s.io/apimachinery/pkg/util/validation IsDNS1123Subdomain
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _dns_name(text: str) -> str:
@@ -63,6 +74,23 @@ def _first(hv: Any, *names: str) -> Any:
     return None
 
 
+def _hostname_label(host: str, hv: Any) -> str:
+    """The value of kubelet's ``kubernetes.io/hostname`` label for ``host`` (see the module doc)."""
+    override = _first(hv, "k8s_manifests_node_name", "k8s_node_name")
+    facts = _get(hv, "ansible_facts", {})
+    source, name = (("k8s_manifests_node_name", override) if override is not None
+                    else ("ansible_facts.nodename", _get(facts, "nodename")) if _get(facts, "nodename")
+                    else ("the inventory name", host))
+    value = str(name).strip().lower()
+    if len(value) > 63 or not _DNS_SUBDOMAIN.match(value):
+        raise AnsibleFilterError(
+            f"local_volume_manifests: {host}: {source} {str(name)!r} cannot be the Kubernetes node's hostname "
+            "label (kubelet's kubernetes.io/hostname: lowercase letters, digits, '-' and '.', at most 63 "
+            f"characters); set k8s_manifests_node_name for {host} to the node's name as "
+            "`kubectl get nodes -L kubernetes.io/hostname` shows it")
+    return value
+
+
 def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str) -> dict[str, Any] | None:
     plan = _first(hv, "k8s_manifests_plan", "k8s_node_manifests_plan") or _get(hv, "datapath_plan")
     if plan is None:
@@ -74,7 +102,7 @@ def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str) -> dict[
     k8s = _get(plan, "nfd_labels", {})
     node = {
         "host": host,
-        "node_name": str(_first(hv, "k8s_manifests_node_name", "k8s_node_name") or host),
+        "node_name": _hostname_label(host, hv) if "pv" in kinds else None,
         "class": str(_get(k8s, "local_volume_class", default_class)),
         "path": str(storage["mount"]["path"]).rstrip("/"),
         "fstype": str(_get(_get(storage, "filesystem", {}), "type", "xfs")),
@@ -133,14 +161,17 @@ def local_volume_manifests(hosts: Any, hostvars: Any, kinds: Any = ("storageclas
             }))
 
     if "pv" in kinds:
-        seen: dict[str, str] = {}
+        seen: dict[str, dict[str, Any]] = {}
         for node in nodes:
             name = _dns_name(f"{node['class']}-{node['node_name']}")
             if name in seen:
+                other = seen[name]
                 raise AnsibleFilterError(
-                    f"local_volume_manifests: {node['host']} and {seen[name]} give the same PersistentVolume "
-                    f"name {name}; set distinct k8s_manifests_node_name values")
-            seen[name] = node["host"]
+                    f"local_volume_manifests: hosts {other['host']} and {node['host']} both map to the "
+                    f"PersistentVolume {name} (Kubernetes node {other['node_name']!r} and {node['node_name']!r}); "
+                    "set k8s_manifests_node_name on each to its real node name (two inventory hosts cannot "
+                    "be the same node)")
+            seen[name] = node
             out.append(_entry("PersistentVolume", name, {
                 "apiVersion": "v1",
                 "kind": "PersistentVolume",

@@ -60,9 +60,10 @@ class HostRoot(object):
             raise
 
     def read_raw(self, path):
-        """Return the whole text of a file, or None if it does not exist."""
+        """Return the whole text of a file, or None if it does not exist. Line ends are kept as
+        they are (no newline translation), so a file we edit keeps the admin's lines byte-identical."""
         try:
-            with open(self.path(path), "r") as handle:
+            with open(self.path(path), "r", newline="") as handle:
                 return handle.read()
         except (IOError, OSError) as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):

@@ -22,47 +22,24 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._capability impor
     file_action,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_rules import (
+    NFD_MAX_FILE_BYTES,
+    label_key_error,
+    namespace_error,
+    nfd_label_error,
+    parse_features_file,
+)
 
 DEFAULT_FEATURES_FILE = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
 HEADER = "# Written by aiinfra.datapath (nfd_labels). Do not edit: changes are overwritten.\n"
 HUGEPAGES_RECORD = "# hugepages:"
 
-# Kubernetes label syntax (k8s.io/apimachinery validation: IsQualifiedName, IsValidLabelValue).
-_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Decimal units for the size class: disks are sold in them (3.84 TB -> "4T").
 _SIZE_UNITS = (("P", 10 ** 15), ("T", 10 ** 12), ("G", 10 ** 9), ("M", 10 ** 6))
 
 
 class LabelError(CapabilityError):
     """A label or a features file that node-feature-discovery would not accept."""
-
-
-def label_key_error(key):
-    """Why ``key`` is not a valid Kubernetes label key, or None."""
-    if not isinstance(key, str) or not key:
-        return "empty label key"
-    prefix, slash, name = key.rpartition("/")
-    if slash:
-        if not prefix:
-            return "label key %r has an empty prefix" % key
-        if len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
-            return ("label key %r: prefix %r must be a lowercase DNS subdomain of at most 253 "
-                    "characters" % (key, prefix))
-    if not name or len(name) > 63 or not _NAME.match(name):
-        return ("label key %r: name %r must be 1-63 characters [A-Za-z0-9-_.], starting and "
-                "ending alphanumeric" % (key, name))
-    return None
-
-
-def label_value_error(key, value):
-    """Why ``value`` is not a valid Kubernetes label value, or None."""
-    if value == "":
-        return None
-    if len(value) > 63 or not _NAME.match(value):
-        return ("label %s: value %r must be at most 63 characters [A-Za-z0-9-_.], starting and "
-                "ending alphanumeric" % (key, value))
-    return None
 
 
 def label_text(value):
@@ -129,6 +106,7 @@ class NfdLabels(Capability):
             qos=dict(type="list", elements="dict", default=[]),
             roce_ready=dict(type="dict", default={}),
             prefix=dict(type="str", default="aiinfra.io"),
+            extra_label_ns=dict(type="list", elements="str", default=[]),
             path=dict(type="path", default=DEFAULT_FEATURES_FILE),
             state=dict(type="str", choices=["present", "absent"], default="present"),
         )
@@ -136,8 +114,17 @@ class NfdLabels(Capability):
     def validate(self):
         if not self.params["path"].startswith("/"):
             raise LabelError("nfd_labels: path must be absolute, got %r" % self.params["path"])
-        if label_key_error(self.params["prefix"] + "/x"):
-            raise LabelError("nfd_labels: prefix %r is not a DNS subdomain" % self.params["prefix"])
+        self.extra_label_ns = list(self.params.get("extra_label_ns") or [])
+        for namespace in self.extra_label_ns:
+            error = namespace_error(namespace)
+            if error:
+                raise LabelError("nfd_labels: " + error)
+        prefix = self.params["prefix"]
+        if label_key_error(prefix + "/x") or "/" in prefix:
+            raise LabelError("nfd_labels: prefix %r is not a DNS subdomain (e.g. aiinfra.io)" % prefix)
+        error = nfd_label_error(prefix + "/x", "", self.extra_label_ns)
+        if error:
+            raise LabelError("nfd_labels: prefix %r: %s" % (prefix, error))
 
     # ------------------------------------------------------------------ facts
     def read(self):
@@ -212,11 +199,11 @@ class NfdLabels(Capability):
                           % (key, labels[key], value))
             labels[key] = value
         for key, value in sorted(labels.items()):
-            error = label_key_error(key) or label_value_error(key, value)
+            error = nfd_label_error(key, value, self.extra_label_ns)
             if error:
                 errors.append(error)
         if errors:
-            raise LabelError("nfd_labels: %s" % "; ".join(errors))
+            raise LabelError("nfd_labels: nothing was written: %s" % "; ".join(errors), problems=errors)
         self.labels = labels
         lines = [HEADER]
         if self.params["hugepages"]:
@@ -225,10 +212,15 @@ class NfdLabels(Capability):
             lines.append("%s=%s\n" % (key, labels[key]))
         after = "".join(lines) if self.params["state"] == "present" else None
         content_size = len((after or "").encode("utf-8"))
-        if content_size > 65536:
-            # NFD ignores feature files larger than 64 kB.
+        if content_size > NFD_MAX_FILE_BYTES:
             raise LabelError("nfd_labels: features file would be %d bytes; node-feature-discovery "
                              "ignores files over 64 kB" % content_size)
+        if after is not None:
+            # read back the way NFD's local source reads it: the same labels and nothing else
+            read_back, problems = parse_features_file(after)
+            if problems or read_back != labels:
+                raise LabelError("nfd_labels: the features file would not read back as written (%s); "
+                                 "nothing was written" % "; ".join(problems or ["labels differ"]))
         self.after = after
         if after == state["file"]:
             return []

@@ -65,11 +65,22 @@ if __name__ == "__main__":
     sys.exit(main())
 '''
 
+# When the unit runs. The settings need each NIC's netdev (the driver has probed and udev has
+# named it), not addresses and not an online network: APPLY_SCRIPT_TEXT waits up to 60 s for each
+# interface itself, because no boot target waits for a given NIC (systemd-udev-settle.service is
+# deprecated and does not either). They must hold before RDMA traffic starts: the workloads
+# (kubelet, containerd, MPI launchers) start after network-online.target. Hence
+# After=network.target (network management has started: the netdevs are being configured) and
+# Before=network-online.target, without pulling either in. systemd.special(7) reserves
+# Wants=/Before=network-pre.target for units that must finish before any network is configured
+# (firewalls); ordered there, the wait for a late NIC would hold back all networking. A NIC that
+# never appears delays network-online.target by the script's 60 s for it, and the unit fails.
 UNIT_TEXT = """# Installed by aiinfra.datapath.roce_qos: re-apply RoCE QoS (runtime-only settings) at boot.
 [Unit]
 Description=Re-apply RoCE lossless QoS (aiinfra.datapath)
-After=systemd-udev-settle.service network-pre.target
-Wants=network-pre.target
+# needs the NICs' netdevs (the script waits for each), must hold before RDMA workloads start
+After=network.target
+Before=network-online.target
 ConditionPathExists=%(state)s
 
 [Service]

@@ -24,8 +24,17 @@ description:
     and C(aiinfra.io/roce-ready) for RoCE fabrics named in O(roce_ready)."
   - A derived label wins over a plan label of the same key (with a warning); the node's
     state is the truth.
-  - Every key and value is checked against the Kubernetes label syntax (name and value at
-    most 63 characters, prefix a DNS subdomain) before anything is written.
+  - Every key and value is checked before anything is written, against the Kubernetes label
+    syntax (name and value at most 63 characters, prefix a DNS subdomain) and against the rules
+    by which nfd-master drops labels (ported from node-feature-discovery v0.18.3,
+    C(pkg/apis/nfd/validate/validate.go) and C(pkg/nfd-master/nfd-master.go)) - a key must have a
+    prefix (nfd-master would publish an unprefixed C(gpu) as C(feature.node.kubernetes.io/gpu), or
+    unprefixed with its C(DisableAutoPrefix) feature gate, so the module refuses it and names the
+    fix), and its namespace must not be C(kubernetes.io) or a C(*.kubernetes.io) other than
+    C(feature.node.kubernetes.io) and C(profile.node.kubernetes.io) and their sub-namespaces
+    (nfd-master only logs C(ignoring label) for those), unless O(extra_label_ns) lists it.
+  - The written file is read back the way NFD's local source reads it (comment and directive
+    lines, C(key=value)); it must give exactly the labels planned.
   - The file is written atomically (a dot-file in the same directory, then rename; NFD
     skips dot-files) and only when its content differs.
   - The file also records the HugePage pools in a comment line;
@@ -79,9 +88,21 @@ options:
     type: dict
     default: {}
   prefix:
-    description: Label prefix of the derived labels (a DNS subdomain).
+    description: Label prefix of the derived labels (a DNS subdomain that nfd-master accepts).
     type: str
     default: aiinfra.io
+  extra_label_ns:
+    description:
+      - Label namespaces that the cluster's nfd-master allows beyond its defaults - the entries of
+        its C(extraLabelNs) configuration (command line C(-extra-label-ns)), for example
+        C(node-role.kubernetes.io). nfd-master compares them exactly (no wildcards), and so does
+        this module.
+      - Labels in C(kubernetes.io) and C(*.kubernetes.io) namespaces are refused unless listed here.
+      - A namespace the cluster's nfd-master denies with C(denyLabelNs), or labels its
+        C(labelWhiteList) filters out, cannot be seen from the node; they are not checked.
+    type: list
+    elements: str
+    default: []
   path:
     description: The features file. NFD reads every non-dot file in C(features.d).
     type: path
@@ -98,10 +119,17 @@ options:
     default: /
 notes:
   - NFD ignores feature files over 64 kB; the module refuses to write one.
+  - The cluster spec (C(k8s.labels)) accepts only the keys nfd-master publishes with its default
+    configuration; labels in namespaces that only your nfd-master's C(extraLabelNs) allows are set
+    with O(labels) and O(extra_label_ns) (role variables C(nfd_labels_labels),
+    C(nfd_labels_extra_label_ns)).
 seealso:
   - name: node-feature-discovery local source
     description: The features.d file format.
     link: https://kubernetes-sigs.github.io/node-feature-discovery/stable/usage/customization-guide.html#local-feature-source
+  - name: nfd-master extraLabelNs
+    description: The namespaces nfd-master allows beyond its defaults.
+    link: https://kubernetes-sigs.github.io/node-feature-discovery/stable/reference/master-configuration-reference.html#extralabelns
 """
 
 EXAMPLES = r"""

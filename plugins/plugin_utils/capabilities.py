@@ -168,6 +168,7 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
         Knob("qos", None, derive=_roce_interfaces, old=("k8s_node_qos",)),
         Knob("roce_ready", {}, old=("k8s_node_roce_ready",)),
         Knob("prefix", "aiinfra.io", old=("k8s_node_label_prefix",)),
+        Knob("extra_label_ns", []),  # the namespaces the cluster's nfd-master lists in extraLabelNs
         Knob("path", "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath",
              old=("k8s_node_features_file",)),
         Knob("restart_kubelet", False, old=("k8s_node_restart_kubelet",), module=False),

@@ -107,6 +107,14 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
         assert row["capabilities"] == ALL
         assert not any(r.get("changed") for r in row["results"].values()), (node, row["results"])
 
+    # --check --diff on the converged node: no capability predicts a change, and no diff reads
+    # like one (the unchanged NVMe cache once showed "before: block devices ... after: (empty)")
+    preview = site_lab.playbook(SITE, check=True, diff=True)
+    assert preview.rc == 0, failures(preview)
+    for node, row in applied(preview).items():
+        assert not row.get("diff"), (node, row.get("diff"))
+        assert all(not r.get("actions") for r in row["results"].values() if isinstance(r, dict)), node
+
 
 def test_a_failing_capability_stops_the_host_and_names_it(site_lab: LabHandle) -> None:
     node = site_lab.nodes[-1]

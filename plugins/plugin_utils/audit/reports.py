@@ -14,6 +14,7 @@ Output is deterministic for the same input (sorted, no wall clock unless ``gener
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -89,8 +90,20 @@ def _line(f: Mapping[str, Any]) -> str:
             f"actual {_value(f.get('actual'))} - {f['reason']} Fix: {f['fix']}")
 
 
+# Characters XML 1.0 cannot carry; a value read from a node (an interface name, a sysctl value)
+# could hold one, and one such character would make the whole report unreadable.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def render_junit(report: Mapping[str, Any]) -> str:
-    """JUnit XML: a testsuite per host, a testcase per host and capability."""
+    """JUnit XML: a testsuite per host, a testcase per host and capability.
+
+    The shape Jenkins and GitLab read (tests/interop/schemas/junit.xsd checks it, counts included:
+    tests/interop/test_spec_junit.py)."""
     findings: list[Mapping[str, Any]] = list(report["findings"])
     root = ET.Element("testsuites", name="aiinfra.datapath audit")
     total_tests = total_failures = 0
@@ -100,20 +113,20 @@ def render_junit(report: Mapping[str, Any]) -> str:
         capabilities = list(CAPABILITIES)
         if any(f["capability"] == "facts" for f in mine):
             capabilities = ["facts"]
-        suite = ET.SubElement(root, "testsuite", name=name)
+        suite = ET.SubElement(root, "testsuite", name=_xml(str(name)))
         failures = 0
         for cap in capabilities:
-            case = ET.SubElement(suite, "testcase", classname=f"audit.{name}", name=cap)
+            case = ET.SubElement(suite, "testcase", classname=_xml(f"audit.{name}"), name=cap)
             items = [f for f in mine if f["capability"] == cap]
             failing = [f for f in items if is_failure(f)]
             if failing:
                 failures += 1
-                failure = ET.SubElement(case, "failure", type=str(failing[0]["kind"]),
-                                        message="; ".join(f"{f['key']}: {f['reason']}" for f in failing))
-                failure.text = "\n".join(_line(f) for f in failing)
+                failure = ET.SubElement(case, "failure", type=_xml(str(failing[0]["kind"])),
+                                        message=_xml("; ".join(f"{f['key']}: {f['reason']}" for f in failing)))
+                failure.text = _xml("\n".join(_line(f) for f in failing))
             others = [f for f in items if not is_failure(f)]
             if others:
-                ET.SubElement(case, "system-out").text = "\n".join(_line(f) for f in others)
+                ET.SubElement(case, "system-out").text = _xml("\n".join(_line(f) for f in others))
         suite.set("tests", str(len(capabilities)))
         suite.set("failures", str(failures))
         suite.set("errors", "0")

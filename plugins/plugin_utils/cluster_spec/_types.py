@@ -10,7 +10,7 @@ import posixpath
 import re
 from typing import Annotated, Any, Literal
 
-from ._node import derived
+from ._node import derived, nfd_rules
 from ._pydantic import BeforeValidator, Field, Strict
 
 # Largest byte count we accept anywhere (an exabyte is far beyond any node, and it keeps
@@ -57,7 +57,8 @@ FileMode = Annotated[str, Strict(), Field(pattern=r"^0?[0-7]{3,4}$",
 Version = Annotated[str, Strict(), Field(pattern=r"^[0-9]{1,6}(\.[0-9]{1,6}){1,3}$",
                                          description="Dotted numeric version, e.g. 28.39.3560")]
 
-_SIZE_RE = re.compile(r"^\s*([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*([KMGTPE]?)(i?)(B?)\s*$", re.IGNORECASE)
+# ASCII: with Unicode case folding the KELVIN SIGN would match "K" and then miss the unit table.
+_SIZE_RE = re.compile(r"^\s*([0-9]{1,15}(?:\.[0-9]{1,6})?)\s*([KMGTPE]?)(i?)(B?)\s*$", re.IGNORECASE | re.ASCII)
 _UNITS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 
 
@@ -94,8 +95,9 @@ _PATH_OK = re.compile(r"/[A-Za-z0-9._/@+-]*")  # fullmatch: `$` would accept a t
 def _check_abs_path(value: str, allow_hugetlbfs: bool) -> str:
     if not _PATH_OK.fullmatch(value) or len(value) > 255:
         raise ValueError("a mount path is absolute, at most 255 characters of [A-Za-z0-9._/@+-]")
-    if posixpath.normpath(value) != value or "/./" in value or value.endswith("/.") :
-        raise ValueError(f"path is not normalised; write {posixpath.normpath(value)!r}")
+    # normpath keeps a leading "//" (POSIX leaves its meaning open): "//etc" would pass as /etc
+    if posixpath.normpath(value) != value or value.startswith("//") or "/./" in value or value.endswith("/."):
+        raise ValueError(f"path is not normalised; write {'/' + posixpath.normpath(value).lstrip('/')!r}")
     if allow_hugetlbfs and re.fullmatch(r"/dev/hugepages(-(2M|1G|2MB|1GB))?", value):
         return value
     parts = value.split("/")
@@ -142,10 +144,27 @@ KernelArg = Annotated[str, Strict(), Field(
     description="One kernel argument, 'key' or 'key=value' (no spaces or quotes).")]
 SysctlKey = Annotated[str, Strict(), Field(pattern=r"^[a-z0-9_-]+(\.[A-Za-z0-9_*-]+){1,8}$",
                                            max_length=128)]
-LabelKey = Annotated[str, Strict(), Field(
-    pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+# The spec accepts what nfd-master publishes with its default configuration (no extraLabelNs).
+_SPEC_EXTRA_NS_FIX = ("or, if your nfd-master lists %(ns)s in extraLabelNs, leave it out of the spec and set the "
+                      "label with the role variables nfd_labels_labels and nfd_labels_extra_label_ns")
+
+
+def _check_label_key(value: Any) -> Any:
+    if isinstance(value, str):
+        error = nfd_rules.nfd_label_error(value, "", (), _SPEC_EXTRA_NS_FIX)
+        if error:
+            raise ValueError(error)
+    return value
+
+
+# The validator comes last so that the key's pattern stays in the JSON Schema (it runs first).
+_LABEL_KEY_FIELD = Field(
+    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/"
             r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$",
-    max_length=317, description="Kubernetes label key, optionally prefixed ('aiinfra.io/x').")]
+    max_length=317, description="Kubernetes label key with a prefix ('aiinfra.io/x'), as node-feature-discovery "
+                                "publishes it: not in kubernetes.io or *.kubernetes.io (except "
+                                "feature.node.kubernetes.io and profile.node.kubernetes.io).")
+LabelKey = Annotated[str, Strict(), _LABEL_KEY_FIELD, BeforeValidator(_check_label_key)]
 LabelValue = Annotated[str, Strict(), Field(pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")]
 DnsName = Annotated[str, Strict(), Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
 MountOption = Annotated[str, Strict(), Field(pattern=r"^[a-z0-9_]{1,32}(=[A-Za-z0-9_.:/-]{1,64})?$")]

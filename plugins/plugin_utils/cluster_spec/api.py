@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from ._pydantic import ValidationError
 from .errors import SpecError, SpecValidationError, translate
 from .models import DatapathSpec, fields_at
+from .partial import partial_errors
 from .plan import Planner, deep_copy
 
 MAX_DEPTH = 64
@@ -59,14 +61,22 @@ def _load(data: Any) -> tuple[DatapathSpec | None, list[SpecError]]:
     try:
         return DatapathSpec.model_validate(plain), []
     except ValidationError as exc:
-        return None, sorted(set(translate(exc, fields_at)), key=_order)
+        errors = translate(exc, fields_at)
     except Exception as exc:  # defensive: hostile objects (broken __eq__/__repr__), never a traceback
         return None, [SpecError("datapath", f"the spec could not be read: {type(exc).__name__}",
                                 "pass plain YAML data (mappings, lists, strings, numbers)")]
+    try:
+        # the cross-checks that the broken parts do not touch, in the same run (partial.py)
+        errors.extend(partial_errors(plain) or ())
+    except Exception:  # defensive: the errors pydantic gave are still right, only fewer
+        pass
+    return None, sorted(set(errors), key=_order)
 
 
-def _order(err: SpecError) -> tuple[str, str]:
-    return (err.path, err.message)
+def _order(err: SpecError) -> tuple[Any, ...]:
+    """By path, numbers as numbers (``fabrics[2]`` before ``fabrics[10]``), then message."""
+    parts = re.split(r"([0-9]+)", err.path)
+    return (tuple((1, int(p), "") if p.isascii() and p.isdigit() else (0, 0, p) for p in parts), err.message)
 
 
 def validate_spec(data: Any) -> list[SpecError]:

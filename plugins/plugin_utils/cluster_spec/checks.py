@@ -43,7 +43,7 @@ roce_mtu = derived.roce_mtu
 
 
 # --------------------------------------------------------------------------- RoCE
-@cross_check("Roce", "roce-priority-protected")
+@cross_check("Roce", "roce-priority-protected", reads=("priority", "pfc_priorities", "ecn"))
 def check_roce_priority_protected(roce: Roce) -> Iterator[Issue]:
     """The RoCE priority has PFC on (lossless) or ECN on (lossy RoCE with DCQCN)."""
     if roce.priority not in roce.pfc_priorities and not roce.ecn:
@@ -52,7 +52,7 @@ def check_roce_priority_protected(roce: Roce) -> Iterator[Issue]:
                     f"enable PFC on {roce.priority} or set ecn: true")
 
 
-@cross_check("Roce", "cnp-not-lossless")
+@cross_check("Roce", "cnp-not-lossless", reads=("cnp", "pfc_priorities", "priority"))
 def check_cnp_not_pfc(roce: Roce) -> Iterator[Issue]:
     """The CNP priority is not a PFC priority (CNPs must not be paused), and differs from RoCE's."""
     if roce.cnp.priority in roce.pfc_priorities:
@@ -65,14 +65,14 @@ def check_cnp_not_pfc(roce: Roce) -> Iterator[Issue]:
                     "give CNPs their own priority (default 6)")
 
 
-@cross_check("Roce", "pfc-priorities-unique")
+@cross_check("Roce", "pfc-priorities-unique", reads=("pfc_priorities",))
 def check_pfc_unique(roce: Roce) -> Iterator[Issue]:
     """pfc_priorities lists each priority once."""
     if len(set(roce.pfc_priorities)) != len(roce.pfc_priorities):
         yield Issue(("pfc_priorities",), "a priority is listed twice", "list each priority once")
 
 
-@cross_check("Roce", "dscp2prio-unique")
+@cross_check("Roce", "dscp2prio-unique", reads=("dscp", "priority", "cnp", "dscp2prio"))
 def check_dscp2prio_unique(roce: Roce) -> Iterator[Issue]:
     """Each DSCP maps to one priority: RoCE DSCP, CNP DSCP and extra dscp2prio entries agree."""
     if roce.dscp == roce.cnp.dscp:
@@ -86,7 +86,7 @@ def check_dscp2prio_unique(roce: Roce) -> Iterator[Issue]:
                         f"remove the entry or map it to {want}")
 
 
-@cross_check("Roce", "ets-bandwidth")
+@cross_check("Roce", "ets-bandwidth", reads=("ets", "priority"))
 def check_ets(roce: Roce) -> Iterator[Issue]:
     """ETS bandwidths of the ets classes sum to 100, strict classes get 0, RoCE's class gets a share."""
     yield from _ets_issues(roce.ets, roce.priority)
@@ -107,7 +107,7 @@ def _ets_issues(ets: RoceEts, priority: int) -> Iterator[Issue]:
                     "give the RoCE class a bandwidth share (e.g. 50)")
 
 
-@cross_check("Roce", "roce-tos-consistent")
+@cross_check("Roce", "roce-tos-consistent", reads=("tos", "dscp", "ecn"))
 def check_tos(roce: Roce) -> Iterator[Issue]:
     """An explicit tos carries the RoCE DSCP and, with ECN on, ECT(0) (106 for DSCP 26, not 104)."""
     if roce.tos is None:
@@ -120,7 +120,7 @@ def check_tos(roce: Roce) -> Iterator[Issue]:
 
 
 # --------------------------------------------------------------------------- fabric
-@cross_check("Fabric", "roce-settings-match-kind")
+@cross_check("Fabric", "roce-settings-match-kind", reads=("roce", "kind", "purpose"))
 def check_roce_kind(fabric: Fabric) -> Iterator[Issue]:
     """RoCE settings only on kind roce; rdma fabrics are roce or infiniband."""
     if fabric.roce is not None and fabric.kind != "roce":
@@ -130,7 +130,7 @@ def check_roce_kind(fabric: Fabric) -> Iterator[Issue]:
         yield Issue(("kind",), "an rdma fabric of kind ethernet carries no RDMA", "set kind: roce or infiniband")
 
 
-@cross_check("Fabric", "roce-mtu-possible")
+@cross_check("Fabric", "roce-mtu-possible", reads=("kind", "mtu"))
 def check_roce_mtu(fabric: Fabric) -> Iterator[Issue]:
     """A RoCE fabric's MTU leaves room for the smallest RoCE MTU: 256 + 96 bytes of headers = 352
     (below it the kernel gives the link no RoCE MTU at all)."""
@@ -140,7 +140,7 @@ def check_roce_mtu(fabric: Fabric) -> Iterator[Issue]:
                     f"use an MTU of at least {derived.ROCE_MIN_LINK_MTU} (1500, or 4200/9000 for 4096-byte RoCE)")
 
 
-@cross_check("Fabric", "management-not-rdma")
+@cross_check("Fabric", "management-not-rdma", reads=("purpose", "kind"))
 def check_management(fabric: Fabric) -> Iterator[Issue]:
     """The management fabric is not an RDMA fabric (QoS and PFC changes could cut off Ansible)."""
     if fabric.purpose == "management" and fabric.kind != "ethernet":
@@ -148,7 +148,7 @@ def check_management(fabric: Fabric) -> Iterator[Issue]:
                     "keep management on an ethernet fabric and put RDMA on its own fabric")
 
 
-@cross_check("Fabric", "subnets-valid")
+@cross_check("Fabric", "subnets-valid", reads=("subnets",))
 def check_subnets(fabric: Fabric) -> Iterator[Issue]:
     """Subnets are valid networks in CIDR form without host bits."""
     for index, text in enumerate(fabric.subnets):
@@ -167,7 +167,7 @@ def _ints(value: str) -> list[int] | None:
         return None
 
 
-@cross_check("SysctlSetting", "minimum-needs-integers")
+@cross_check("SysctlSetting", "minimum-needs-integers", reads=("mode", "value"))
 def check_sysctl_minimum(setting: SysctlSetting) -> Iterator[Issue]:
     """mode minimum compares numbers, so its value is one or more integers."""
     if setting.mode == "minimum" and _ints(setting.value) is None:
@@ -189,7 +189,7 @@ def check_pool_amount(pool: HugePagePool) -> Iterator[Issue]:
                     "use persist: boot_unit or cmdline (or auto)")
 
 
-@cross_check("HugePages", "pools-and-mounts")
+@cross_check("HugePages", "pools-and-mounts", reads=("pages", "mounts", "default_size"))
 def check_hugepages(hp: HugePages) -> Iterator[Issue]:
     """One pool per page size; each mount's size has a pool; mount paths are unique;
     sysctl persists only the default size."""
@@ -222,7 +222,7 @@ def check_match(match: InterfaceMatch) -> Iterator[Issue]:
         yield Issue((), f"match gives {', '.join(given) or 'nothing'}", "give exactly one of name, mac, pci, driver")
 
 
-@cross_check("Interface", "name-or-match")
+@cross_check("Interface", "name-or-match", reads=("name", "match", "mtu", "mtu_override"))
 def check_interface(iface: Interface) -> Iterator[Issue]:
     """An interface gives name or match, not both; mtu_override needs an mtu."""
     if (iface.name is None) == (iface.match is None):
@@ -302,7 +302,7 @@ def check_storage(storage: Storage) -> Iterator[Issue]:
 
 
 # --------------------------------------------------------------------------- models
-@cross_check("Model", "model-files")
+@cross_check("Model", "model-files", reads=("files", "manifest", "manifest_sha256"))
 def check_model_files(model: Model) -> Iterator[Issue]:
     """A model gives files or a manifest (not both); manifest_sha256 needs a manifest; file paths are
     unique, none is the directory of another, and none is another's staging name (its path + '.part')."""
@@ -330,7 +330,7 @@ def check_model_files(model: Model) -> Iterator[Issue]:
                         "rename one of them; a file cannot also be a directory")
 
 
-@cross_check("Model", "model-targets")
+@cross_check("Model", "model-targets", reads=("groups", "hosts"))
 def check_model_targets(model: Model) -> Iterator[Issue]:
     """A model lists each group and host once."""
     for what, items in (("groups", model.groups), ("hosts", model.hosts)):
@@ -350,8 +350,8 @@ def _kernel_arg_issues(args: list[str] | None) -> Iterator[Issue]:
         seen.setdefault(key, value)
 
 
-@cross_check("Profile", "profile-consistent")
-@cross_check("ProfileBody", "profile-consistent")
+@cross_check("Profile", "profile-consistent", reads=("interfaces", "kernel_args"))
+@cross_check("ProfileBody", "profile-consistent", reads=("interfaces", "kernel_args"))
 def check_profile(body: ProfileBody) -> Iterator[Issue]:
     """Within one profile: one interface carries one fabric; kernel arguments do not contradict each other."""
     yield from _interfaces_issues(body.interfaces)
@@ -359,7 +359,7 @@ def check_profile(body: ProfileBody) -> Iterator[Issue]:
 
 
 # --------------------------------------------------------------------------- whole spec
-@cross_check("DatapathSpec", "names-unique")
+@cross_check("DatapathSpec", "names-unique", reads=("fabrics.<item>.name", "profiles.<item>.name"))
 def check_names(spec: DatapathSpec) -> Iterator[Issue]:
     """Fabric and profile names are unique."""
     for what, items in (("fabrics", [f.name for f in spec.fabrics]), ("profiles", [p.name for p in spec.profiles])):
@@ -371,7 +371,7 @@ def check_names(spec: DatapathSpec) -> Iterator[Issue]:
             names.setdefault(name, index)
 
 
-@cross_check("DatapathSpec", "models-unique")
+@cross_check("DatapathSpec", "models-unique", reads=("models.<item>.name", "models.<item>.version"))
 def check_models_unique(spec: DatapathSpec) -> Iterator[Issue]:
     """Each model version (name@version) is listed once."""
     seen: dict[tuple[str, str], int] = {}
@@ -384,7 +384,7 @@ def check_models_unique(spec: DatapathSpec) -> Iterator[Issue]:
         seen.setdefault(key, index)
 
 
-@cross_check("DatapathSpec", "subnets-disjoint")
+@cross_check("DatapathSpec", "subnets-disjoint", reads=("fabrics.<item>.name", "fabrics.<item>.subnets"))
 def check_overlap(spec: DatapathSpec) -> Iterator[Issue]:
     """Subnets of different fabrics do not overlap."""
     nets: list[tuple[Any, int, int]] = []
@@ -409,7 +409,8 @@ def _layers(spec: DatapathSpec) -> Iterator[tuple[tuple[Any, ...], ProfileBody]]
         yield ("hosts", host), body
 
 
-@cross_check("DatapathSpec", "interface-fabric")
+@cross_check("DatapathSpec", "interface-fabric", reads=(
+    "fabrics.*.name", "fabrics.*.mtu", "fabrics.*.kind", "profiles.<item>.interfaces", "hosts.<item>.interfaces"))
 def check_interface_fabrics(spec: DatapathSpec) -> Iterator[Issue]:
     """An interface's fabric exists; its MTU differs from the fabric's only with mtu_override: true."""
     fabrics = {f.name: f for f in spec.fabrics}
@@ -430,18 +431,21 @@ def check_interface_fabrics(spec: DatapathSpec) -> Iterator[Issue]:
                             f"use an MTU of at least {derived.ROCE_MIN_LINK_MTU}")
 
 
-@cross_check("DatapathSpec", "layer-settings")
-def check_layers(spec: DatapathSpec) -> Iterator[Issue]:
+_LAYER_READS = ("node", "sysctl", "hugepages", "kernel_args", "storage", "k8s")
+
+
+@cross_check("Profile", "layer-settings", reads=_LAYER_READS)
+@cross_check("ProfileBody", "layer-settings", reads=_LAYER_READS)
+def check_layers(body: ProfileBody) -> Iterator[Issue]:
     """Each profile and host override is consistent on its own (sysctl relations, mounts, HugePages).
 
     The same node checks run again on every host's merged settings when an inventory is planned
-    (``datapath validate INVENTORY_DIR``, the node_plan filter), where they name the host.
+    (``datapath validate INVENTORY``, the node_plan filter), where they name the host.
     """
     from .merge import Effective, apply_layer
-    for base, body in _layers(spec):
-        eff = Effective()
-        apply_layer(eff, body, ("datapath", base), "")
-        yield from (_as_issue(o, m, h) for o, m, h in effective_issues(eff, None))
+    eff = Effective()
+    apply_layer(eff, body, ("datapath", ()), "")
+    yield from (_as_issue(o, m, h) for o, m, h in effective_issues(eff, None))
 
 
 def _as_issue(origin: Origin, message: str, hint: str) -> Issue:

@@ -1,13 +1,15 @@
 """``datapath`` — validate, plan and describe a cluster spec from a pipeline.
 
-Exit codes: 0 valid, 1 invalid, 2 unusable input (missing file, bad YAML, unknown host, ...).
+Exit codes: 0 valid, 1 invalid, 2 unusable input (missing file, bad YAML, an inventory ansible-core
+cannot read, unknown host, ...).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -15,50 +17,94 @@ from typing import Any, TextIO
 
 from .api import dumps_plan, parse_spec, validate_inventory, validate_spec
 from .errors import SpecError, SpecValidationError
-from .loader import Inventory, LoadError, load_inventory, load_spec_file
+from .loader import READERS, Inventory, LoadError, load_target
 from .plan import Planner
 from .schema import schema_text
 
 EXIT_OK, EXIT_INVALID, EXIT_UNUSABLE = 0, 1, 2
+# Characters XML 1.0 cannot carry (a host name or a value in a message could hold one).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def _load(target: str) -> Inventory:
-    if os.path.isdir(target):
-        return load_inventory(target)
-    if not os.path.exists(target):
-        raise LoadError(f"{target}: no such file or directory")
-    return Inventory(spec=load_spec_file(target), spec_source=target)
+def xml_text(text: str) -> str:
+    """``text`` with the characters XML 1.0 cannot carry written as ``\\xNN``."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def _junit(errors: list[SpecError], inv: Inventory, target: str) -> str:
+def _load(args: argparse.Namespace) -> Inventory:
+    return load_target(args.target, getattr(args, "inventory_reader", "auto"))
+
+
+def _validate(inv: Inventory) -> list[SpecError]:
+    """Spec errors and every host's node errors; each distinct `datapath` of the inventory once."""
+    if not inv.hosts:
+        return validate_spec(inv.spec)
+    errors: list[SpecError] = []
+    for spec, hosts in inv.specs():
+        if not hosts:
+            continue
+        if spec is None:
+            errors.extend(SpecError("datapath", "the host has no `datapath` variable",
+                                    "define datapath in group_vars/all (or for one of the host's groups)", host)
+                          for host in hosts)
+            continue
+        found = validate_inventory(spec, {host: inv.hosts[host] for host in hosts})
+        if spec is not inv.spec:  # a `datapath` that only these hosts have (a group or host override)
+            names = ", ".join(hosts[:3]) + (", ..." if len(hosts) > 3 else "")
+            note = f" (the `datapath` of {len(hosts)} host(s): {names})"
+            found = [e if e.host else dataclasses.replace(e, message=e.message + note, host=hosts[0]) for e in found]
+        errors.extend(found)
+    return errors
+
+
+def _junit(errors: list[SpecError], inv: Inventory | None, target: str, unusable: str | None = None) -> str:
+    """One test case for the spec and one per host; a failing case lists that part's errors.
+
+    Unusable input (exit 2) is one test case with an ``<error>``, so a pipeline that publishes the
+    report shows why. Validated by tests/interop/schemas/junit.xsd (tests/interop/test_spec_junit.py).
+    """
     suite = ET.Element("testsuite", name="datapath.validate")
     cases: dict[str, list[SpecError]] = {"spec": []}
-    for host in inv.hosts:
+    for host in (inv.hosts if inv else ()):
         cases[f"host {host}"] = []
     for err in errors:
         cases.setdefault(f"host {err.host}" if err.host else "spec", []).append(err)
     failures = 0
+    if unusable is not None:
+        case = ET.SubElement(suite, "testcase", classname="datapath", name="input", file=xml_text(target))
+        error = ET.SubElement(case, "error", message=xml_text(unusable.splitlines()[0][:300]), type="LoadError")
+        error.text = xml_text(unusable)
+        cases = {}
     for name, errs in cases.items():
-        case = ET.SubElement(suite, "testcase", classname="datapath", name=name, file=target)
+        case = ET.SubElement(suite, "testcase", classname="datapath", name=xml_text(name), file=xml_text(target))
         if errs:
             failures += 1
             fail = ET.SubElement(case, "failure", message=f"{len(errs)} error(s)", type="SpecError")
-            fail.text = "\n".join(e.render() for e in errs)
-    suite.set("tests", str(len(cases)))
+            fail.text = xml_text("\n".join(e.render() for e in errs))
+    suite.set("tests", str(len(cases) + (unusable is not None)))
     suite.set("failures", str(failures))
-    suite.set("errors", "0")
-    return ET.tostring(suite, encoding="unicode") + "\n"
+    suite.set("errors", str(int(unusable is not None)))
+    suite.set("skipped", "0")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
 
 
 def cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
-    inv = _load(args.target)
-    if inv.hosts:
-        errors = validate_inventory(inv.spec, inv.hosts)
-    else:
-        errors = validate_spec(inv.spec)
+    try:
+        inv = _load(args)
+    except LoadError as exc:
+        if args.format == "junit":
+            out.write(_junit([], None, args.target, unusable=str(exc)))
+        elif args.format == "json":
+            out.write(json.dumps({"valid": False, "usable": False, "target": args.target, "error": str(exc),
+                                  "errors": []}, indent=2, sort_keys=True) + "\n")
+        raise
+    for warning in inv.warnings:
+        sys.stderr.write(f"datapath: ansible-core: {warning}\n")
+    errors = _validate(inv)
     if args.format == "json":
-        out.write(json.dumps({"valid": not errors, "target": args.target, "hosts": len(inv.hosts),
-                              "errors": [e.as_dict() for e in errors]}, indent=2, sort_keys=True) + "\n")
+        out.write(json.dumps({"valid": not errors, "usable": True, "target": args.target, "hosts": len(inv.hosts),
+                              "reader": inv.reader, "errors": [e.as_dict() for e in errors]},
+                             indent=2, sort_keys=True) + "\n")
     elif args.format == "junit":
         out.write(_junit(errors, inv, args.target))
     else:
@@ -72,21 +118,26 @@ def cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
-    inv = _load(args.target)
+    inv = _load(args)
     groups: list[str] = [g for item in args.groups or [] for g in item.split(",") if g]
     facts: dict[str, Any] = {}
+    spec = inv.spec
     if inv.hosts:
         if args.host not in inv.hosts:
             raise LoadError(f"host {args.host!r} is not in the inventory {args.target}")
         inv_groups, facts = inv.hosts[args.host]
+        facts = dict(facts)
         groups = groups or inv_groups
+        spec = inv.spec_of(args.host)
+        if spec is None:
+            raise LoadError(f"host {args.host!r} has no `datapath` variable in the inventory {args.target}")
     for item in args.var or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise LoadError(f"--var {item!r}: expected KEY=VALUE")
         facts[key] = value
     try:
-        plan = Planner(parse_spec(inv.spec)).plan(args.host, groups, facts)
+        plan = Planner(parse_spec(spec)).plan(args.host, groups, facts)
     except SpecValidationError as exc:
         for err in exc.errors:
             sys.stderr.write(err.render() + "\n")
@@ -100,18 +151,25 @@ def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+_READER_HELP = ("how to read an inventory: auto (default: a fast YAML reader for a directory with one YAML "
+                "inventory file and YAML group_vars/host_vars, ansible-core's inventory parser for anything else), "
+                "ansible (always ansible-core's), yaml (only the fast reader)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="datapath", description="Validate and plan an aiinfra.datapath cluster spec.")
     sub = parser.add_subparsers(dest="command", required=True)
-    val = sub.add_parser("validate", help="validate a spec file or a YAML inventory directory")
-    val.add_argument("target", help="vars file with a `datapath` key, or an inventory directory")
+    val = sub.add_parser("validate", help="validate a spec file or an inventory (INI or YAML, file or directory)")
+    val.add_argument("target", help="vars file with a `datapath` key, or an inventory file or directory")
     val.add_argument("--format", choices=("text", "json", "junit"), default="text")
+    val.add_argument("--inventory-reader", choices=READERS, default="auto", help=_READER_HELP)
     val.set_defaults(func=cmd_validate)
     pln = sub.add_parser("plan", help="print the plan of one host as JSON")
     pln.add_argument("target")
     pln.add_argument("--host", required=True)
     pln.add_argument("--groups", nargs="*", help="group names (default: from the inventory)")
     pln.add_argument("--var", action="append", help="host variable KEY=VALUE, e.g. datapath_numa_nodes=2")
+    pln.add_argument("--inventory-reader", choices=READERS, default="auto", help=_READER_HELP)
     pln.set_defaults(func=cmd_plan)
     sch = sub.add_parser("schema", help="print the JSON Schema of the spec file")
     sch.set_defaults(func=cmd_schema)

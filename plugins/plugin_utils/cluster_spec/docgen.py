@@ -18,7 +18,7 @@ from . import builtin
 from ._pydantic import BaseModel, FieldInfo, PydanticUndefined
 from .models import MODELS, ProfileBody
 from .registry import all_checks
-from .schema import schema_text
+from .schema import check_coverage, schema_text
 
 PIPE = "\\|"
 INTRO = """\
@@ -28,7 +28,7 @@ INTRO = """\
      Regenerate: python -m aiinfra_datapath_spec.docgen --write docs -->
 
 The spec is one variable, `datapath`, usually in `inventories/<env>/group_vars/all/datapath.yml`
-(see `inventories/example/`). `datapath validate FILE|INVENTORY_DIR` and the
+(see `inventories/example/`). `datapath validate FILE|INVENTORY` and the
 `aiinfra.datapath.validate` filter report **every** error at once, each as
 `<dotted path>: <problem>; <fix>` (and the host, for node checks), for example:
 
@@ -64,18 +64,54 @@ Sizes are bytes or strings: `512M`, `10GiB` (binary), `3.84TB` (decimal).
 
 ## Command line
 
-    datapath validate FILE|INVENTORY_DIR [--format text|json|junit]   # exit 0 valid, 1 invalid, 2 unusable
-    datapath plan FILE|INVENTORY_DIR --host H [--groups G ...] [--var KEY=VALUE ...]   # JSON plan
-    datapath schema                                                   # JSON Schema
-    python -m aiinfra_datapath_spec ...                               # same CLI
+    datapath validate TARGET [--format text|json|junit] [--inventory-reader auto|ansible|yaml]
+                                       # exit 0 valid, 1 invalid, 2 unusable input
+    datapath plan TARGET --host H [--groups G ...] [--var KEY=VALUE ...]   # JSON plan
+    datapath schema                                                        # JSON Schema
+    python -m aiinfra_datapath_spec ...                                    # same CLI
 
-FILE is a vars file with a `datapath` key. An INVENTORY_DIR is a YAML inventory: `hosts.yml`
-(or `hosts.yaml`) with `all: {hosts:, children:}`, `group_vars/<group>.yml` or
-`group_vars/<group>/*.yml`, `host_vars/<host>.yml` or `host_vars/<host>/*.yml`; `datapath` comes from
-`group_vars/all`. INI inventories and Jinja expressions are not evaluated. For a directory,
-`validate` also plans every host and reports node errors with the host name. YAML input is
-limited to 16 MiB, 64 levels of nesting, 1000 aliases and 2,000,000 nodes after alias
-expansion (alias bombs exit 2).
+TARGET is a vars file with a `datapath` key, or an inventory: any source ansible-core reads (an
+INI or YAML file, or a directory of them) with `group_vars/` and `host_vars/` beside it. Hosts,
+groups and each host's variables, `datapath` included, are what ansible-core's own
+`InventoryManager` and `VariableManager` give them (its precedence: inline group vars,
+`group_vars/all`, `group_vars/<group>` by depth then name, inline host vars,
+`host_vars/<host>`). A directory whose only inventory file is YAML and whose
+`group_vars`/`host_vars` hold only `.yml`/`.yaml` files is read by a faster reader with the
+same result (`tests/interop/test_spec_cli.py` compares the two); `--inventory-reader ansible`
+always uses ansible-core's, `yaml` only the fast one. For an inventory, `validate` also plans
+every host and reports node errors with the host name; a host whose `datapath` differs from the
+others' (a group or host override) has its own spec validated. ansible-core's warnings go to
+stderr; an inventory it cannot parse (a broken INI file) exits 2 with its reasons. YAML is read
+as Ansible reads it (YAML 1.1: `yes`/`no`/`on`/`off` are booleans, an unquoted `0755` is a
+number); Jinja expressions are not evaluated and vault-encrypted values are refused (no vault
+secret is read). Input is limited to 16 MiB per file, 64 levels of nesting, 1000 aliases and
+2,000,000 nodes after alias expansion (alias bombs exit 2).
+
+One run reports every error: the structural ones (a wrong type, an unknown key, a value out of
+range) and every cross-check whose inputs are intact. A check that reads a broken field waits
+until the field is fixed, so no error is reported about a field that is itself broken (an
+interface's MTU is not compared with a fabric MTU that is out of range; a misspelt `storag:`
+does not also report "local_volume_class without a storage section").
+
+`--format junit` writes one test case for the spec and one per host (the JUnit that Jenkins and
+GitLab read; `tests/interop/schemas/junit.xsd` checks it), also for unusable input: one test
+case `input` with an `<error>`.
+
+## JSON Schema
+
+`docs/schema/datapath.schema.json` (`datapath schema`) is as strict as the validator wherever
+JSON Schema can say it: unknown keys at every level, types, ranges, enums, the patterns of names
+and paths (absolute, normalised, outside the system trees), sizes, the keys of keyed maps (label
+keys as node-feature-discovery accepts them, sysctl keys, DSCP and NUMA node numbers, host
+names) and the cross-checks marked *yes* or *partly* in the table below. Every document
+`datapath validate` accepts, the schema accepts
+(`check-jsonschema --schemafile docs/schema/datapath.schema.json FILE`); it also accepts what
+only the validator can see: the cross-checks marked *no* (across objects: fabric references,
+unique names, overlapping subnets; the RoCE priority and ETS rules; HugePages against memory;
+sysctl relations), the rest of those marked *partly*, and a size string over 1 EiB.
+check-jsonschema and editors read YAML 1.2, Ansible and `datapath validate` YAML 1.1: write
+`true`/`false` and quote strings such as `"0755"`, and both read the same. The file's other
+variables (it is a vars file) are not checked.
 
 ## Derived values
 
@@ -164,14 +200,14 @@ def spec_markdown() -> str:
             out.append(f"| `{name}` | {_type_str(info.annotation)} | {_default(info)} | {cons} | {desc} |")
         out.append("")
     out.append("## Cross-checks\n")
-    out.append("Run by the model named in *scope*; errors point at the offending key. `DatapathSpec`\n"
-               "checks run once every section is well-formed. Node checks (sysctl relations, mounts,\n"
-               "HugePages against memory and NUMA nodes, hugepage kernel arguments) also run on each\n"
-               "host's merged settings when a plan is made.\n")
-    out.append("| name | scope | what it checks |\n|---|---|---|")
+    out.append("Run by the model named in *scope*; errors point at the offending key. A check runs as long\n"
+               "as the fields it reads are well-formed, also when other parts of the spec are broken. Node\n"
+               "checks (sysctl relations, mounts, HugePages against memory and NUMA nodes, hugepage kernel\n"
+               "arguments) also run on each host's merged settings when a plan is made.\n")
+    out.append("| name | scope | what it checks | in the JSON Schema |\n|---|---|---|---|")
     for check in sorted(all_checks(), key=lambda c: (c.scope, c.name)):
         doc = check.doc.replace("|", PIPE)
-        out.append(f"| `{check.name}` | {check.scope} | {doc} |")
+        out.append(f"| `{check.name}` | {check.scope} | {doc} | {check_coverage(check.name).replace('|', PIPE)} |")
     out.append("")
     out.append(f"## Built-in profile `{builtin.NAME}`\n")
     out.append(" ".join((builtin.__doc__ or "").split()) + "\n")

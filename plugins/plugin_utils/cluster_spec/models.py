@@ -96,7 +96,7 @@ class RoceEts(SpecModel):
 def _int_keys(value: Any) -> Any:
     # JSON and some Ansible paths turn integer mapping keys into strings; accept "26" too.
     if isinstance(value, dict):
-        return {int(k) if isinstance(k, str) and k.isdigit() and len(k) < 4 else k: v
+        return {int(k) if isinstance(k, str) and k.isascii() and k.isdigit() and len(k) < 4 else k: v
                 for k, v in value.items()}
     return value
 

@@ -91,9 +91,61 @@ def test_errors() -> None:
     other = dict(STORAGE, mount={"path": "/data/cache", "options": []})
     with pytest.raises(AnsibleFilterError, match="different directories"):
         local_volume_manifests(["a", "b"], {"a": hv(), "b": hv(storage=other)}, ["configmap"])
-    with pytest.raises(AnsibleFilterError, match="same PersistentVolume"):
+    with pytest.raises(AnsibleFilterError, match="hosts a and b both map to the PersistentVolume local-nvme-n"):
         local_volume_manifests(["a", "b"], {"a": hv(k8s_node_name="n", k8s_node_pv_capacity="1Gi"),
                                             "b": hv(k8s_node_name="n", k8s_node_pv_capacity="1Gi")})
+
+
+def _affinity(entry: dict[str, Any]) -> list[str]:
+    terms = entry["object"]["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert len(terms) == 1 and len(terms[0]["matchExpressions"]) == 1
+    expr = terms[0]["matchExpressions"][0]
+    assert expr["key"] == "kubernetes.io/hostname" and expr["operator"] == "In"
+    return expr["values"]
+
+
+def test_node_affinity_is_the_hostname_label_kubelet_sets() -> None:
+    """kubelet lowercases its hostname for kubernetes.io/hostname: GPU-Node-01 is gpu-node-01."""
+    hostvars = {
+        "GPU-Node-01": hv(k8s_manifests_pv_capacity="1Gi"),
+        "gpu-a": hv(k8s_manifests_pv_capacity="1Gi", ansible_facts={"nodename": "GPU-A.lab.example"}),
+        "gpu-b": hv(k8s_manifests_pv_capacity="1Gi", ansible_facts={"nodename": "ignored"},
+                    k8s_manifests_node_name=" Node-B "),
+        "gpu_node_07": hv(k8s_manifests_pv_capacity="1Gi", k8s_manifests_node_name="gpu-node-07"),
+    }
+    out = {e["name"]: e for e in local_volume_manifests(list(hostvars), hostvars, ["pv"])}
+    assert {name: _affinity(entry) for name, entry in out.items()} == {
+        "local-nvme-gpu-node-01": ["gpu-node-01"],
+        "local-nvme-gpu-a.lab.example": ["gpu-a.lab.example"],
+        "local-nvme-node-b": ["node-b"],
+        "local-nvme-gpu-node-07": ["gpu-node-07"],
+    }
+
+
+@pytest.mark.parametrize("host,extra,source", [
+    ("gpu_node_01", {}, "the inventory name 'gpu_node_01'"),
+    ("gpu-01", {"k8s_manifests_node_name": "gpu 01"}, "k8s_manifests_node_name 'gpu 01'"),
+    ("gpu-01", {"ansible_facts": {"nodename": "x" * 64}}, "ansible_facts.nodename"),
+    ("gpu-01", {"k8s_manifests_node_name": "-gpu"}, "k8s_manifests_node_name '-gpu'"),
+])
+def test_a_name_kubelet_cannot_have_names_the_host_and_the_fix(host: str, extra: dict[str, Any], source: str) -> None:
+    with pytest.raises(AnsibleFilterError) as err:
+        local_volume_manifests([host], {host: hv(k8s_manifests_pv_capacity="1Gi", **extra)}, ["pv"])
+    assert f"{host}: {source}" in str(err.value)
+    assert f"set k8s_manifests_node_name for {host}" in str(err.value)
+    # only a PersistentVolume names the node
+    assert local_volume_manifests([host], {host: hv(**extra)}, ["storageclass", "configmap"])
+
+
+def test_two_hosts_on_one_object_name_fail_with_both_names() -> None:
+    hostvars = {"GPU-Node-01": hv(k8s_manifests_pv_capacity="1Gi"), "gpu-node-01": hv(k8s_manifests_pv_capacity="1Gi")}
+    with pytest.raises(AnsibleFilterError) as err:
+        local_volume_manifests(list(hostvars), hostvars, ["pv"])
+    msg = str(err.value)
+    assert "GPU-Node-01 and gpu-node-01" in msg and "local-nvme-gpu-node-01" in msg
+    assert "k8s_manifests_node_name" in msg
+    # the StorageClass alone does not need node names to differ
+    assert [e["kind"] for e in local_volume_manifests(list(hostvars), hostvars, ["storageclass"])] == ["StorageClass"]
 
 
 def test_registered() -> None:

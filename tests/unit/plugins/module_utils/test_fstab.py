@@ -22,3 +22,24 @@ def test_replace_owned_keeps_every_other_line_byte_identical() -> None:
     assert _fstab.replace_owned(text, "ours NEW", owned) == "a 1\n# ours 0\nours NEW\nb 2\nc 3"
     assert _fstab.replace_owned("a 1", "ours NEW", owned) == "a 1\nours NEW\n"
     assert _fstab.replace_owned(None, "ours NEW", owned) == "ours NEW\n"
+
+
+def test_every_blank_and_backslash_is_escaped_so_a_line_has_six_fields() -> None:
+    """util-linux mangle(): space, tab, newline and backslash; nothing else (tests/interop reads
+    these lines back with findmnt and mounts them with libmount)."""
+    for path in ("/mnt/a b", "/mnt/a\tb", "/mnt/a\nb", "/mnt/a\\b", "/mnt/a\\040b", "/mnt/ a\t\\\n"):
+        line = _fstab.fstab_entry("hugetlbfs", path, "hugetlbfs", ["pagesize=2M"])
+        assert len(line.split()) == 6 and "\n" not in line and "\t" not in line
+        assert _fstab.fstab_fields(line)[1] == path
+    assert _fstab.escape("/mnt/a\\040b") == "/mnt/a\\134040b", "a literal backslash is not taken for an escape"
+    assert _fstab.escape("/mnt/#x,y=z") == "/mnt/#x,y=z"
+
+
+def test_a_crlf_admin_line_stays_byte_identical(tmp_path) -> None:
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
+
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/fstab").write_bytes(b"UUID=a / ext4 defaults 0 1\r\n")
+    text = HostRoot(str(tmp_path)).read_raw("/etc/fstab")
+    assert text == "UUID=a / ext4 defaults 0 1\r\n"
+    assert _fstab.replace_owned(text, "ours", lambda raw: False).startswith("UUID=a / ext4 defaults 0 1\r\n")

@@ -63,6 +63,12 @@ def test_fstab_one_line_per_mount_point():
     spaced = dict(mount, path="/mnt/huge pages")
     assert _hugepages_files.render_fstab("", [spaced]) == (
         "hugetlbfs /mnt/huge\\040pages hugetlbfs pagesize=2M,uid=0,gid=0,mode=0755 0 0\n")
+    odd = dict(mount, path="/mnt/tab\there\\x")
+    spaced_line = _hugepages_files.render_fstab("", [spaced])
+    assert _hugepages_files.render_fstab(spaced_line, [odd]) == (
+        spaced_line + "hugetlbfs /mnt/tab\\011here\\134x hugetlbfs pagesize=2M,uid=0,gid=0,mode=0755 0 0\n")
+    # our own escaped line is recognised as ours: rendering again changes nothing
+    assert _hugepages_files.render_fstab(spaced_line, [spaced]) == spaced_line
     assert _hugepages_files.render_fstab(None, []) is None
     assert _hugepages_files.render_fstab(None, [mount]).startswith("hugetlbfs /mnt/huge")
 

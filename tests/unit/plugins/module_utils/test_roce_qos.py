@@ -202,3 +202,14 @@ def test_boot_script_replays_steps(tmp_path):
 def test_unit_runs_the_script_on_the_state_file():
     assert "ExecStart=%s %s" % (boot.APPLY_SCRIPT, boot.STATE_FILE) in boot.UNIT_TEXT
     assert "ConditionPathExists=%s" % boot.STATE_FILE in boot.UNIT_TEXT
+
+
+def test_unit_orders_itself_without_pulling_in_network_targets():
+    """After network.target, before network-online.target; network-pre.target is for units that
+    run before the network (systemd.special(7)), udev-settle is deprecated: neither is named."""
+    lines = [line for line in boot.UNIT_TEXT.splitlines() if not line.startswith("#")]
+    assert "After=network.target" in lines and "Before=network-online.target" in lines
+    assert not any(line.startswith(("Wants=", "Requires=")) for line in lines)
+    assert "network-pre.target" not in "\n".join(lines) and "udev-settle" not in boot.UNIT_TEXT
+    assert "WantedBy=multi-user.target" in lines
+    assert boot.UNIT_LINK.startswith("/etc/systemd/system/multi-user.target.wants/")

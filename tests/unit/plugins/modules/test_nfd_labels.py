@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _nfd_labels as backend
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _nfd_rules as rules
 from ansible_collections.aiinfra.datapath.plugins.modules import nfd_labels
 from capability_results import diff_entry
 
@@ -61,21 +62,21 @@ def test_page_size_names_follow_kubernetes() -> None:
 
 @pytest.mark.parametrize("key", ["aiinfra.io/ok", "ok", "a.b-c/x_y.z", "x" * 63])
 def test_valid_label_keys(key: str) -> None:
-    assert backend.label_key_error(key) is None
+    assert rules.label_key_error(key) is None
 
 
 @pytest.mark.parametrize("key", ["", "/x", "Upper.io/x", "a/" + "x" * 64, "a/-x", "a/x-", "a/b/c", "a b/x"])
 def test_invalid_label_keys(key: str) -> None:
-    assert backend.label_key_error(key) is not None
+    assert rules.label_key_error(key) is not None
 
 
 def test_label_values() -> None:
-    assert backend.label_value_error("k", "") is None
-    assert backend.label_value_error("k", "4T") is None
-    assert backend.label_value_error("k", "x" * 63) is None
-    assert "63" in backend.label_value_error("k", "x" * 64)
-    assert backend.label_value_error("k", "a b") is not None
-    assert backend.label_value_error("k", "-a") is not None
+    assert rules.label_value_error("k", "") is None
+    assert rules.label_value_error("k", "4T") is None
+    assert rules.label_value_error("k", "x" * 63) is None
+    assert "63" in rules.label_value_error("k", "x" * 64)
+    assert rules.label_value_error("k", "a b") is not None
+    assert rules.label_value_error("k", "-a") is not None
 
 
 def test_writes_exact_file_with_derived_labels(run_module: Any, tmp_path: Path) -> None:
@@ -217,3 +218,103 @@ def test_bad_prefix_and_relative_path(run_module: Any, tmp_path: Path) -> None:
     root = make_root(tmp_path)
     assert "prefix" in run_module(nfd_labels.main, args(root, prefix="Not_DNS"), expect_failure=True)["msg"]
     assert "absolute" in run_module(nfd_labels.main, args(root, path="rel/file"), expect_failure=True)["msg"]
+
+
+# node-feature-discovery's label rules (plugins/module_utils/_nfd_rules.py, ported from NFD v0.18.3):
+# key, value, extra_label_ns -> None (nfd-master publishes it) or a word of the reason.
+NFD_KEYS = [
+    ("aiinfra.io/nvme-cache", "true", (), None),
+    ("aiinfra.io/empty", "", (), None),
+    ("example.com/a_b.c-d", "x" * 63, (), None),
+    ("feature.node.kubernetes.io/gpu", "true", (), None),
+    ("vendor.feature.node.kubernetes.io/x", "1", (), None),
+    ("profile.node.kubernetes.io/p", "1", (), None),
+    ("a.b.profile.node.kubernetes.io/p", "1", (), None),
+    ("k8s.io/x", "1", (), None),                         # NFD denies only kubernetes.io and *.kubernetes.io
+    ("xkubernetes.io/x", "1", (), None),                 # a suffix without the dot is another domain
+    ("kubernetes.io/role", "gpu", (), "ignores labels in kubernetes.io"),
+    ("node-role.kubernetes.io/gpu", "", (), "ignores labels in node-role.kubernetes.io"),
+    ("topology.kubernetes.io/zone", "a", (), "ignores labels in topology.kubernetes.io"),
+    ("feature.node.kubernetes.io.evil.kubernetes.io/x", "1", (), "ignores labels in"),
+    ("node.kubernetes.io/x", "1", (), "ignores labels in node.kubernetes.io"),
+    ("kubernetes.io/role", "gpu", ("kubernetes.io",), None),
+    ("node-role.kubernetes.io/gpu", "", ("node-role.kubernetes.io",), None),
+    ("node-role.kubernetes.io/gpu", "", ("kubernetes.io",), "ignores labels in"),   # exact, no wildcard
+    ("gpu", "true", (), "has no prefix"),
+    ("gpu", "true", ("feature.node.kubernetes.io",), "has no prefix"),
+    ("Upper.io/x", "1", (), "DNS subdomain"),
+    ("a/b/c", "1", (), "more than one '/'"),
+    ("/x", "1", (), "empty prefix"),
+    ("a/" + "x" * 64, "1", (), "1-63 characters"),
+    ("aiinfra.io/-x", "1", (), "1-63 characters"),
+    ("aiinfra.io/x", "x" * 64, (), "at most 63"),
+    ("aiinfra.io/x", "a b", (), "at most 63"),
+    ("aiinfra.io/x", "@local.feature.x", (), "at most 63"),   # '@' would be a dynamic value to nfd-master
+    ("aiinfra.io/x", "-a", (), "at most 63"),
+    # NFD v0.18.3's own cases: pkg/apis/nfd/validate/validate_test.go TestLabel and
+    # pkg/nfd-master/nfd-master-internal_test.go TestFilterLabels (extraLabelNs example.io)
+    ("feature.node.kubernetes.io/label", "true", (), None),
+    ("vendor.io/label", "true", (), None),
+    ("invalid-key:", "true", (), "1-63 characters"),
+    ("kubernetes.io/label", "true", (), "ignores labels in kubernetes.io"),
+    ("denied-key", "true", (), "has no prefix"),
+    ("feature.node.kubernetes.io/label", "invalid value", (), "at most 63"),
+    ("example.io/test", "test-val", ("example.io",), None),
+    ("test-label", "test-value", ("example.io",), "has no prefix"),
+    ("kubernetes.io/test-label", "test-value", ("example.io",), "ignores labels in kubernetes.io"),
+    ("sub.ns.kubernetes.io/test-label", "test-value", ("example.io",), "ignores labels in sub.ns.kubernetes.io"),
+]
+
+
+@pytest.mark.parametrize("key,value,extra,reason", NFD_KEYS)
+def test_nfd_label_rules(key: str, value: str, extra: tuple[str, ...], reason: str | None) -> None:
+    error = rules.nfd_label_error(key, value, extra)
+    if reason is None:
+        assert error is None, error
+    else:
+        assert error is not None and reason in error, error
+        assert repr(key) in error or key in error, "the message names the label"
+
+
+def test_nfd_refusals_say_the_fix() -> None:
+    error = rules.nfd_label_error("kubernetes.io/role", "gpu")
+    assert "aiinfra.io/role" in error and "extra_label_ns" in error and "extraLabelNs" in error
+    error = rules.nfd_label_error("gpu", "true")
+    assert "feature.node.kubernetes.io/gpu" in error and "aiinfra.io/gpu" in error
+
+
+def test_features_file_is_read_as_nfd_reads_it() -> None:
+    labels, problems = rules.parse_features_file(
+        "# comment\n  aiinfra.io/a=1  \nbare.io/flag\n\n# +no-label\n# +bogus=1\naiinfra.io/b=x=y\n")
+    assert labels == {"aiinfra.io/a": "1", "bare.io/flag": "true", "aiinfra.io/b": "x=y"}
+    assert len(problems) == 2 and "directive" in problems[0] and "unknown NFD directive" in problems[1]
+    assert "65536" in rules.parse_features_file("a.io/x=1\n" * 8000)[1][0]
+
+
+def test_labels_nfd_master_drops_are_refused_before_writing(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(root, labels={"kubernetes.io/role": "gpu",
+                                                            "node-role.kubernetes.io/gpu": "", "gpu": True}),
+                        expect_failure=True)
+    msg = result["msg"]
+    assert "nothing was written" in msg and len(result["problems"]) == 3
+    assert "'kubernetes.io/role'" in msg and "'node-role.kubernetes.io/gpu'" in msg and "'gpu' has no prefix" in msg
+    assert not (root / "etc").exists()
+
+
+def test_extra_label_ns_allows_what_the_cluster_allows(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(root, labels={"node-role.kubernetes.io/gpu": ""},
+                                              extra_label_ns=["node-role.kubernetes.io"]))
+    assert result["changed"] is True and "node-role.kubernetes.io/gpu=\n" in features(root)
+    bad = run_module(nfd_labels.main, args(root, extra_label_ns=["*.kubernetes.io"]), expect_failure=True)
+    assert "extra_label_ns: '*.kubernetes.io' is not a label namespace" in bad["msg"]
+
+
+def test_a_prefix_nfd_master_denies_is_refused(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    result = run_module(nfd_labels.main, args(root, prefix="node.kubernetes.io"), expect_failure=True)
+    assert "prefix 'node.kubernetes.io'" in result["msg"] and "ignores labels" in result["msg"]
+    assert "prefix" in run_module(nfd_labels.main, args(root, prefix="a/b"), expect_failure=True)["msg"]
+    ok = run_module(nfd_labels.main, args(root, prefix="node.kubernetes.io", extra_label_ns=["node.kubernetes.io"]))
+    assert "node.kubernetes.io/nvme-cache" in ok["labels"]

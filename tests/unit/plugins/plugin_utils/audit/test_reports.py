@@ -127,3 +127,12 @@ def test_reports_bundle_is_deterministic() -> None:
     assert sorted(one["files"]) == ["audit.json", "audit.md", "audit.xml"]
     assert one["failed"] is True and one["summary"]["failing"] == 3
     assert reports(results(), "never")["failed"] is False
+
+
+def test_junit_stays_readable_with_control_characters() -> None:
+    """A value read from a node may hold characters XML 1.0 cannot carry; they are written as \\xNN."""
+    finding = dict(compare(plan(), None)[0], host="node\x01", reason="a\x00b\x1b[31m", key="k\ud800")
+    text = render_junit(build_report({"node\x01": [finding]}))
+    root = ET.fromstring(text)  # well-formed
+    assert root.find("testsuite").get("name") == "node\\x01"
+    assert "a\\x00b\\x1b[31m" in root.find("testsuite/testcase/failure").text

@@ -15,7 +15,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec impo
 
 from ._specs import EXAMPLE, REPO
 
-SPEC_DIR = os.path.join(REPO, "plugins", "plugin_utils", "spec")
+SPEC_DIR = os.path.join(REPO, "plugins", "plugin_utils", "cluster_spec")
 GOOD = "datapath:\n  version: 1\n  fabrics:\n    - {name: mgmt, purpose: management}\n"
 BAD = ("datapath:\n  version: 1\n  fabrics:\n    - {name: mgmt, purpose: management}\n"
        "    - {name: rail0, purpose: rdma, kind: roce, mtu: 9000, roce: {pfc_priorities: [], ecn: false}}\n"
@@ -69,7 +69,7 @@ def test_validate_junit(bad: str, good: str) -> None:
     code, out = run("validate", bad, "--format", "junit")
     suite = ET.fromstring(out)
     assert code == 1 and suite.tag == "testsuite"
-    assert suite.get("failures") == "1"
+    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("1", "0", "0")
     failure = suite.find("testcase/failure")
     assert failure is not None and "pfc_priorities" in (failure.text or "")
     code, out = run("validate", good, "--format", "junit")
@@ -107,6 +107,32 @@ def test_unusable_or_non_spec_inputs(tmp_path: Path, content: str) -> None:
         assert code == 2
     else:
         assert code == 1  # present but null: a spec error with a path
+
+
+def test_unusable_input_still_writes_junit_and_json(tmp_path: Path) -> None:
+    code, out = run("validate", str(tmp_path / "nope.yml"), "--format", "junit")
+    suite = ET.fromstring(out)
+    assert code == 2 and (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "0", "1")
+    error = suite.find("testcase/error")
+    assert error is not None and "no such file or directory" in error.get("message", "")
+    code, out = run("validate", str(tmp_path / "nope.yml"), "--format", "json")
+    assert code == 2 and json.loads(out)["usable"] is False
+
+
+def test_ini_inventory_and_readers(tmp_path: Path) -> None:
+    (tmp_path / "group_vars" / "all").mkdir(parents=True)
+    (tmp_path / "group_vars" / "all" / "datapath.yml").write_text(GOOD)
+    (tmp_path / "hosts.ini").write_text("[gpu]\nn1 datapath_numa_nodes=2\nn2\n")
+    code, out = run("validate", str(tmp_path / "hosts.ini"), "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and (data["hosts"], data["reader"]) == (2, "ansible")
+    code, out = run("validate", str(tmp_path), "--inventory-reader", "yaml")
+    assert code == 2  # the fast reader reads YAML inventories only
+    code, out = run("plan", str(tmp_path / "hosts.ini"), "--host", "n1")
+    assert code == 0 and json.loads(out)["host"] == "n1"
+    code, out = run("validate", EXAMPLE, "--inventory-reader", "ansible", "--format", "json")
+    assert code == 0 and json.loads(out)["reader"] == "ansible"
+    assert run("validate", EXAMPLE, "--inventory-reader", "nope")[0] == 2
 
 
 def test_missing_file_and_bad_usage(tmp_path: Path) -> None:
@@ -178,9 +204,12 @@ def test_schema_command() -> None:
 
 
 def test_python_dash_m_under_another_top_level_name(tmp_path: Path, bad: str) -> None:
-    # The console script imports the package as `aiinfra_datapath_spec` (setuptools package-dir).
-    (tmp_path / "aiinfra_datapath_spec").symlink_to(SPEC_DIR)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    # The console script imports the package as `aiinfra_datapath_spec` (setuptools package-dir,
+    # installed by the bootstrap); outside ansible_collections, so without .collections on the path.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH")}
+    found = subprocess.run([sys.executable, "-c", "import aiinfra_datapath_spec as m; print(m.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+    assert found.stdout.strip() == os.path.join(SPEC_DIR, "__init__.py"), found.stderr
     proc = subprocess.run([sys.executable, "-m", "aiinfra_datapath_spec", "validate", bad, "--format", "json"],
                           capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
     assert proc.returncode == 1, proc.stderr

@@ -132,13 +132,13 @@ def test_merge_order_and_per_key_sysctl() -> None:
     spec = base()
     spec["profiles"].append({"name": "rack", "groups": ["rack_b"], "sysctl": {"vm.zone_reclaim_mode": 0,
                                                                               "net.core.somaxconn": None},
-                             "k8s": {"labels": {"rack": "b", "aiinfra.io/nvme-cache": None}}})
+                             "k8s": {"labels": {"aiinfra.io/rack": "b", "aiinfra.io/nvme-cache": None}}})
     spec["hosts"] = {"h2": {"sysctl": {"vm.zone_reclaim_mode": 2}, "thp": {"enabled": "madvise"}}}
     p1 = node_plan(spec, "h1", ["gpu", "rack_b"])
     assert p1["profiles"] == ["builtin:ai-gpu-node", "gpu", "rack"]
     assert p1["sysctl_profile"]["keys"]["vm.zone_reclaim_mode"]["value"] == "0"
     assert "net.core.somaxconn" not in p1["sysctl_profile"]["keys"]
-    assert p1["nfd_labels"]["labels"] == {"rack": "b"}
+    assert p1["nfd_labels"]["labels"] == {"aiinfra.io/rack": "b"}
     p2 = node_plan(spec, "h2", ["gpu", "rack_b"])
     assert p2["profiles"] == ["builtin:ai-gpu-node", "gpu", "rack", "host:h2"]
     assert p2["sysctl_profile"]["keys"]["vm.zone_reclaim_mode"]["value"] == "2"
