@@ -12,6 +12,8 @@ APT_PACKAGES=(
   # the real readers of the files the modules write (tests/interop, docs/interop.md); lab nodes
   # hide the host's network configuration, so having them on the host changes no node
   systemd udev netplan.io ifupdown
+  # the measurement tools the probes use when chosen (bench/bench_measure.py compares with iperf3)
+  iperf3 fio
 )
 
 missing=()
