@@ -14,11 +14,21 @@ __metaclass__ = type
 
 import json
 import os
+import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 
 SYS_NET = "/sys/class/net"
 ETH_MIN_MTU = 68
+PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+# ethtool's driver name of virtual devices (what udev's Driver= sees; no sysfs driver link)
+KIND_DRIVERS = {"veth": "veth", "bond": "bonding", "bridge": "bridge", "vlan": "802.1Q VLAN Support",
+                "dummy": "dummy", "macvlan": "macvlan", "ipvlan": "ipvlan", "vxlan": "vxlan", "tun": "tun",
+                "loopback": None}
+# the kernel's DEVTYPE of a netdev kind (systemd's Type= prefers it over the ARP type)
+KIND_DEVTYPES = {"bond": "bond", "bridge": "bridge", "vlan": "vlan", "wireguard": "wireguard"}
+# /sys/class/net/IF/name_assign_type: 1 enumerated, 2 predictable, 3 user, 4 renamed
+NAME_RENAMED = "4"
 
 
 class LinkError(CapabilityError):
@@ -68,6 +78,65 @@ def sysfs_device(host, ifname):
     drv_link = os.path.join(dev, "driver")
     driver = os.path.basename(os.path.realpath(drv_link)) if os.path.exists(drv_link) else None
     return bus, driver
+
+
+def _device_path(host, ifname):
+    """The sysfs path of the device behind ``ifname`` relative to the node (``/sys/devices/...``)."""
+    dev = host.path(SYS_NET, ifname, "device")
+    if not os.path.exists(dev):
+        return None
+    real = os.path.realpath(dev)
+    base = os.path.realpath(host.path("/"))
+    if base != "/" and real.startswith(base + "/"):
+        real = real[len(base):]
+    return real
+
+
+def _uevent(host, ifname):
+    text = host.read_raw(os.path.join(SYS_NET, ifname, "uevent"))
+    if text is None:
+        return None
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def device_facts(host, links, name):
+    """What udev and systemd-networkd match a device by, as far as the node tells.
+
+    ``{name, kind, bus, mac, permaddr, altnames, driver, path, type, devkind, id_bus,
+    original_name, renamed}``: a key that is absent is *unknown* (a ``[Match]`` condition on
+    it may or may not hold); a key set to None means the device has no such property (a
+    virtual device has no ``Path=``), so a positive pattern does not match it.
+    """
+    link = links[name]
+    kind = link_kind(link)
+    bus, driver = sysfs_device(host, name)
+    facts = {"name": name, "kind": kind, "bus": bus, "mac": (link.get("address") or "").lower() or None,
+             "altnames": list(link.get("altnames") or []), "renamed": False,
+             "devkind": (link.get("linkinfo") or {}).get("info_kind")}
+    devpath = _device_path(host, name)
+    if devpath is None:                      # virtual: no bus, no ID_PATH, no permanent MAC
+        facts.update(path=None, id_bus=None, permaddr=(link.get("permaddr") or "").lower() or None)
+        if kind in KIND_DRIVERS:
+            facts["driver"] = KIND_DRIVERS[kind]
+    else:
+        facts["driver"] = driver
+        facts["permaddr"] = (link.get("permaddr") or link.get("address") or "").lower() or None
+        parts = devpath.split("/")
+        pci = [p for p in parts if PCI_ADDRESS.match(p)]
+        if any(p.startswith("usb") for p in parts):
+            facts["id_bus"] = "usb"          # ID_PATH of a USB NIC: pci-...-usb-...; not derived here
+        elif pci and devpath.startswith("/sys/devices/pci"):
+            facts.update(id_bus="pci", path="pci-%s" % pci[-1])
+    uevent = _uevent(host, name)
+    devtype = uevent.get("DEVTYPE") if uevent is not None else KIND_DEVTYPES.get(kind)
+    if uevent is not None or devpath is None or kind == "physical":
+        facts["type"] = devtype or link.get("link_type")
+    assign = host.read(os.path.join(SYS_NET, name, "name_assign_type"), default="")
+    if assign == NAME_RENAMED:
+        facts["renamed"] = True              # the kernel's name is not known any more
+    elif assign in ("1", "2", "3"):
+        facts["original_name"] = name
+    return facts
 
 
 def parse_match(item):

@@ -26,12 +26,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (
     IpLink,
     depth,
     describe_match,
+    device_facts,
     link_kind,
     match_interfaces,
     mtu_limits,
     parse_match,
     ssh_connection_addresses,
-    sysfs_device,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf import BACKENDS, apply_change, choose, detect
 from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import CommandError
@@ -87,6 +87,24 @@ def live_order(rows, links):
     raises = sorted((r for r in changed if r["mtu"] >= (r["mtu_before"] or 0)),
                     key=lambda r: (depth(links, r["name"]), r["name"]))
     return lowers + raises
+
+
+def limit_problem(where, name, mtu, low, high, why):
+    """Why ``mtu`` is refused for ``name``, naming whose limit it is (None when it fits)."""
+    if mtu < low:
+        return ("%s: MTU %d for %s is below %d, the smallest MTU the device accepts (its min_mtu); "
+                "raise the plan's MTU for this fabric" % (where, mtu, name, low))
+    if high is None or mtu <= high:
+        return None
+    if why == "device":
+        return ("%s: MTU %d for %s is outside %d-%d, the range the device accepts (its max_mtu in "
+                "'ip -d link'; the spec allows up to %d); lower the plan's MTU for this fabric"
+                % (where, mtu, name, low, high, MTU_MAX))
+    if why.startswith("MTU of parent "):
+        return ("%s: MTU %d for %s is above %d, the %s (a VLAN cannot exceed it); raise the parent's MTU "
+                "in the plan too, or lower this one" % (where, mtu, name, high, why))
+    return ("%s: MTU %d for %s is above %d, the %s; lower the plan's MTU for this fabric"
+            % (where, mtu, name, high, why))
 
 
 def mtu_action(name, before, after):
@@ -145,9 +163,9 @@ class LinkMtu(Capability):
             link = links[name]
             low, high, why = mtu_limits(links, name, targets)
             mtu = targets[name]
-            if mtu < low or (high is not None and mtu > high):
-                errors.append("%s: MTU %d for %s is outside %s-%s (%s); lower the plan's MTU for this fabric"
-                              % (row["where"], mtu, name, low, high, why))
+            problem = limit_problem(row["where"], name, mtu, low, high, why)
+            if problem:
+                errors.append(problem)
             master = links.get(link.get("master") or "", {})
             if (master.get("linkinfo") or {}).get("info_kind") == "bond":
                 self.warn("%s is a slave of bond %s; set the MTU on the bond, its slaves follow"
@@ -217,13 +235,13 @@ class LinkMtu(Capability):
         self.persist["backend"] = backend
         if choice != "auto" and backend not in found:
             self.warn("persist=%s requested but not detected on the node; writing its files anyway" % backend)
-        targets = []
+        targets = {}
         for row in rows:
-            bus, dummy = sysfs_device(self.root, row["name"])
-            link = links[row["name"]]
-            targets.append({"name": row["name"], "mtu": row["mtu"], "kind": link_kind(link),
-                            "bus": bus, "mac": link.get("permaddr") or link.get("address")})
-        changes, notes = BACKENDS[backend](self.root, self.runner).plan(targets)
+            if row["name"] not in targets:
+                targets[row["name"]] = dict(device_facts(self.root, links, row["name"]), mtu=row["mtu"])
+        others = [device_facts(self.root, links, name) for name in sorted(links) if name not in targets]
+        changes, notes = BACKENDS[backend](self.root, self.runner).plan(
+            [targets[name] for name in sorted(targets)], others)
         self.persist["notes"].extend(notes)
         for note in notes:
             self.warn(note)

@@ -72,7 +72,10 @@ options:
         description: Fabric name, reported back only.
         type: str
       mtu:
-        description: MTU in bytes, 68 to 9216 (the spec's range; the device may allow more).
+        description:
+          - MTU in bytes, 68 to 9216 (the cluster spec's range). The device's own range
+            (C(min_mtu)/C(max_mtu)), a VLAN's parent and a bond's slaves are checked too, and a
+            refusal says whose limit it is.
         type: int
         required: true
   persist:
@@ -81,16 +84,42 @@ options:
         (C(/etc/netplan/*.yaml) present), NetworkManager (active), systemd-networkd (active),
         ifupdown (C(/etc/network/interfaces) present); if none is found the result says so
         and nothing is persisted. V(none) only sets the live MTU.
-      - V(networkd) writes a drop-in C(90-aiinfra-mtu.conf) for the C(.network) file that
-        matches the interface (by C(Name=)/C(MACAddress=)), else
-        C(/etc/systemd/network/10-aiinfra-IF.link) matching C(Path=pci-BDF) or
-        C(OriginalName=IF). That C(.link) file repeats the default naming policies because
-        the first matching C(.link) file replaces C(99-default.link).
+      - V(networkd) writes a drop-in C(/etc/systemd/network/NAME.network.d/90-aiinfra-mtu.conf)
+        for the C(.network) file networkd applies to the interface (the first whose C([Match])
+        selects it, in systemd's search path and order). When no C(.network) matches, or the one
+        that does also matches interfaces this run does not set (or gives them other MTUs), the
+        MTU goes the C(.link) route (below) instead.
+      - The C(.link) route (V(networkd), and V(netplan) for what netplan does not own) - udev
+        applies the first C(.link) whose C([Match]) selects the device. When that is a file of the
+        node other than C(99-default.link), the module writes the drop-in
+        C(/etc/systemd/network/NAME.link.d/90-aiinfra-mtu.conf) (C([Link] MTUBytes=N)) for it, so
+        its C(Name=) and policies still apply; otherwise it writes
+        C(/etc/systemd/network/10-aiinfra-IF.link) (C(Path=pci-BDF) or C(OriginalName=IF)), which
+        repeats the C([Link]) settings of the node's C(99-default.link) whose place it takes. A
+        C(.link) that also matches interfaces this run does not set is not extended (a note says so).
+      - C([Match]) conditions the node's facts cannot settle (C(Host=), C(KernelCommandLine=), the
+        kernel name of a renamed device ...) count as "may match"; such a file gets the drop-in
+        too, and the result's notes name it.
       - V(networkmanager) runs C(nmcli connection modify UUID 802-3-ethernet.mtu N) on the
         connection active on the device (not re-activated).
-      - V(netplan) writes C(/etc/netplan/90-aiinfra-datapath.yaml) (mode 0600) with
-        C(ethernets.IF.mtu); bonds, VLANs and bridges only when defined in another netplan file.
-        The id must equal the interface name. C(netplan apply) is not run.
+      - V(netplan) writes C(/etc/netplan/90-aiinfra-datapath.yaml) (mode 0600, JSON, which is
+        YAML) with C(mtu) under the ID of the netplan definition that configures the interface -
+        its ID is the interface name (no C(match)), its C(set-name) is the interface name, or its
+        C(match) (name glob, MAC address, driver) selects it - in C(ethernets), C(bonds),
+        C(vlans), C(bridges), C(tunnels), C(wifis) or C(modems); netplan merges it into that
+        definition. It never adds a definition of its own; entries an earlier version wrote
+        under an ID no other netplan file defines are removed.
+      - netplan's configuration is read by netplan itself (C(netplan get --root-dir) over a
+        private copy of C(/lib), C(/etc) and C(/run/netplan) without the drop-in), and the
+        planned drop-in is read back the same way; it is not written when netplan refuses it or
+        a file read after it sets another C(mtu) for the same ID. Without netplan's CLI the
+        files are read by a strict reader of netplan's YAML subset, which refuses (a note, no
+        drop-in) what it cannot read.
+      - An interface netplan does not configure is persisted by the C(.link) route, not made
+        netplan-managed. So is one whose definition also configures interfaces this run does
+        not set, and one whose definition has a C(match) (or its kernel name as ID) but no
+        C(.link) of netplan's yet - an C(mtu) makes netplan write C(10-netplan-ID.link), which
+        would replace the C(.link) that names the device. C(netplan apply) is not run.
       - V(ifupdown) writes C(/etc/network/interfaces.d/aiinfra-IF) only when
         C(/etc/network/interfaces) sources that directory and no other stanza defines the interface.
     type: str
@@ -123,6 +152,9 @@ extends_documentation_fragment:
 notes:
   - Changing the MTU of a bond changes its slaves; a VLAN cannot exceed its parent's MTU, so
     parents are raised before and lowered after their VLANs.
+  - Every persistence file is checked by the program that reads it in tests/interop -
+    C(netplan generate), C(udevadm test-builtin net_setup_link), systemd-networkd and
+    C(ifquery); see docs/interop.md.
   - Interfaces of the plan that are not found fail the run before anything is changed.
 seealso:
   - module: aiinfra.datapath.roce_qos
@@ -183,11 +215,14 @@ persist:
       description: Backends found on the node with the evidence.
       type: dict
     changes:
-      description: Files written or connections modified (or that would be).
+      description: Files written or removed, connections modified (or that would be).
       type: list
       elements: str
     notes:
-      description: Interfaces that could not be persisted and why.
+      description:
+        - Interfaces that could not be persisted and why, and those persisted another way than
+          the backend's own file (for example by a C(.link) because netplan does not configure
+          them), with the reason.
       type: list
       elements: str
 connection_interfaces:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import device_facts
+from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf_netplan import OWN
 from netfakes import Node, nic
 
 CASES = Path(__file__).resolve().parents[2] / "fixtures" / "interop" / "net" / "netplan"
@@ -62,3 +63,19 @@ def build(name: str, root: Path) -> tuple[HostRoot, list[dict[str, Any]], list[d
     targets = [dict(device_facts(host, table, d["name"]), mtu=d["mtu"]) for d in case["devices"] if d.get("mtu")]
     others = [device_facts(host, table, d["name"]) for d in case["devices"] if not d.get("mtu")]
     return host, targets, others, case
+
+
+def expect(case: dict[str, Any], actions: list[Any], notes: list[str]) -> None:
+    """The case's expectation against a plan: the drop-in, the .link files, the notes."""
+    want = case["expect"]
+    dropin = [a for a in actions if a.target == OWN]
+    if want["netplan"] is None:
+        assert all(a.after is None for a in dropin), dropin
+    else:
+        [action] = dropin
+        assert json.loads(action.after) == {"network": dict(want["netplan"], version=2)}
+        assert action.data["mode"] == 0o600
+    links = [a.target for a in actions if a.target.endswith(".link") and a.after is not None]
+    assert sorted(links) == sorted(want["links"].values())
+    for text in want["notes"]:
+        assert any(text in note for note in notes), (text, notes)

@@ -12,7 +12,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._capability impor
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import run
 from ansible_collections.aiinfra.datapath.plugins.module_utils._derived import MTU_MAX, MTU_MIN
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot
-from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import parse_link_json
+from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import device_facts, parse_link_json
 from netfakes import FakeIp, FakeRunner, Node, fixture, nic
 
 IP = "/usr/sbin/ip"
@@ -148,3 +148,41 @@ def test_ip_failure_is_a_capability_error(tree):
     result = capability(tree, broken, interfaces=[{"name": "ens1f0np0", "mtu": 9000}])
     assert result == {"failed": True, "changed": False,
                       "msg": "'ip -j -d link show' failed: Cannot open netlink socket"}
+
+
+@pytest.mark.parametrize("mtu, limits, text", [
+    (9216, (68, 9000, "device"), "interfaces[0]: MTU 9216 for ens2f1np1 is outside 68-9000, the range the device "
+                                 "accepts (its max_mtu in 'ip -d link'; the spec allows up to %d); lower the plan's "
+                                 "MTU for this fabric" % MTU_MAX),
+    (60, (68, 9000, "device"), "interfaces[0]: MTU 60 for ens2f1np1 is below 68, the smallest MTU the device "
+                               "accepts (its min_mtu); raise the plan's MTU for this fabric"),
+    (9000, (68, 1500, "MTU of parent ens1f0np0"), "interfaces[0]: MTU 9000 for ens2f1np1 is above 1500, the MTU of "
+                                                  "parent ens1f0np0 (a VLAN cannot exceed it); raise the parent's "
+                                                  "MTU in the plan too, or lower this one"),
+    (9216, (68, 9000, "max MTU of bond slave x"), "interfaces[0]: MTU 9216 for ens2f1np1 is above 9000, the max MTU "
+                                                  "of bond slave x; lower the plan's MTU for this fabric"),
+    (9000, (68, 9000, "device"), None),
+    (9000, (68, None, "device"), None),
+])
+def test_limit_problem_names_whose_limit_it_is(mtu, limits, text):
+    """Issue point 11: the spec's range (68-9216) and a device's own limit are worded apart."""
+    assert _link_mtu.limit_problem("interfaces[0]", "ens2f1np1", mtu, *limits) == text
+
+
+def test_device_facts_for_persistence(tree):
+    """What the persistence backends match a device by: sysfs plus the link table."""
+    host = HostRoot(str(tree.root))
+    table = parse_link_json(fixture("iplink/node-links.json"))
+    tree.put("/sys/class/net/ens1f0np0/name_assign_type", "4\n")
+    tree.put("/sys/class/net/v0/name_assign_type", "3\n")
+    tree.put("/sys/class/net/v0/uevent", "INTERFACE=v0\nIFINDEX=9\n")
+    rail = device_facts(host, table, "ens1f0np0")
+    assert rail == {"name": "ens1f0np0", "kind": "physical", "bus": "0000:e6:00.0", "mac": "b8:3f:d2:00:00:01",
+                    "altnames": [], "renamed": True, "devkind": None, "driver": "mlx5_core",
+                    "permaddr": "b8:3f:d2:00:00:01", "id_bus": "pci", "path": "pci-0000:e6:00.0", "type": "ether"}
+    veth = device_facts(host, table, "v0")
+    assert veth == {"name": "v0", "kind": "veth", "bus": None, "mac": "fe:5f:50:50:bc:f6", "altnames": [],
+                    "renamed": False, "devkind": "veth", "path": None, "id_bus": None, "permaddr": None,
+                    "driver": "veth", "type": "ether", "original_name": "v0"}
+    bond = device_facts(host, table, "bond0")       # no uevent, no name_assign_type: unknown original name
+    assert (bond["type"], bond["driver"], "original_name" in bond) == ("bond", "bonding", False)

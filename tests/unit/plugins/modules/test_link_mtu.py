@@ -130,16 +130,49 @@ def test_networkd_link_file_when_no_network_file(run_module, tree, monkeypatch):
     assert "OriginalName=v0" in tree.get("/etc/systemd/network/10-aiinfra-v0.link")
 
 
-def test_netplan_dropin_json_yaml_0600(run_module, tree, monkeypatch):
-    tree.put("/etc/netplan/50-cloud-init.yaml", "network:\n  version: 2\n  ethernets:\n    eth0:\n      dhcp4: true\n")
+NETPLAN_RAIL0 = """network:
+  version: 2
+  ethernets:
+    eth0:
+      dhcp4: true
+    rail0:
+      match: {macaddress: "b8:3f:d2:00:00:01"}
+      set-name: ens1f0np0
+      addresses: [198.19.0.11/24]
+"""
+
+
+def test_netplan_dropin_under_the_owning_id(run_module, tree, monkeypatch):
+    """The MTU goes to the definition that configures the NIC (rail0), never to a new one; an
+    interface netplan does not configure gets a .link (issue point 1)."""
+    tree.put("/etc/netplan/50-cloud-init.yaml", NETPLAN_RAIL0)
+    tree.put("/sys/class/net/ens1f0np0/name_assign_type", "4\n")
     fake(monkeypatch, active=("systemd-networkd",))
-    result = run_module(link_mtu.main, args(tree, RAIL + [{"name": "bond0", "mtu": 9000}]))
+    result = run_module(link_mtu.main, args(tree, RAIL + [{"name": "v0", "mtu": 9000}]))
     assert result["persist"]["backend"] == "netplan"
     path = tree.path("/etc/netplan/90-aiinfra-datapath.yaml")
     assert oct(os.stat(path).st_mode & 0o777) == "0o600"
-    doc = json.loads(path.read_text())
-    assert doc == {"network": {"version": 2, "ethernets": {"ens1f0np0": {"mtu": 9000}}}}
-    assert any("bond0: bonds is not defined" in n for n in result["persist"]["notes"])
+    assert json.loads(path.read_text()) == {"network": {"version": 2, "ethernets": {"rail0": {"mtu": 9000}}}}
+    assert "OriginalName=v0" in tree.get("/etc/systemd/network/10-aiinfra-v0.link")
+    assert result["persist"]["notes"] == [
+        "v0: not configured by netplan; MTU persisted by a systemd .link (udev applies it at boot, whatever "
+        "renders the network), not by a new netplan definition"]
+    assert result["persist"]["changes"] == ["write /etc/netplan/90-aiinfra-datapath.yaml",
+                                            "write /etc/systemd/network/10-aiinfra-v0.link"]
+    assert run_module(link_mtu.main, args(tree, RAIL + [{"name": "v0", "mtu": 9000}]))["changed"] is False
+
+
+def test_netplan_earlier_wrong_entry_is_removed(run_module, tree, monkeypatch):
+    tree.put("/etc/netplan/50-cloud-init.yaml", NETPLAN_RAIL0)
+    tree.put("/sys/class/net/ens1f0np0/name_assign_type", "4\n")
+    tree.put("/etc/netplan/90-aiinfra-datapath.yaml",
+             json.dumps({"network": {"version": 2, "ethernets": {"ens1f0np0": {"mtu": 9000}}}}))
+    fake(monkeypatch, ip=FakeIp([dict(link, mtu=9000) if link["ifname"] == "ens1f0np0" else link for link in links()]))
+    result = run_module(link_mtu.main, args(tree, RAIL), check_mode=True, diff=True)
+    assert result["changed"] is True and [a["kind"] for a in result["actions"]] == ["file"]
+    entry = diff_entry(result, "/etc/netplan/90-aiinfra-datapath.yaml")
+    assert '"ens1f0np0"' in entry["before"] and '"rail0"' in entry["after"] and '"ens1f0np0"' not in entry["after"]
+    assert result["persist"]["notes"][0].startswith("removed ethernets.ens1f0np0 from /etc/netplan/")
 
 
 def test_networkmanager_connection_modify(run_module, tree, monkeypatch):
@@ -213,9 +246,11 @@ def test_no_match_fails_before_anything(run_module, tree, monkeypatch):
 
 
 @pytest.mark.parametrize("items, text", [
-    ([{"name": "ens2f1np1", "mtu": 9216}], "outside 68-9000 (device)"),
-    ([{"name": "bond0", "mtu": 9216}], "max MTU of bond slave ens2f1np1"),
-    ([{"name": "ens1f0np0.100", "mtu": 9000}], "MTU of parent ens1f0np0"),
+    ([{"name": "ens2f1np1", "mtu": 9216}], "MTU 9216 for ens2f1np1 is outside 68-9000, the range the device "
+                                           "accepts (its max_mtu in 'ip -d link'; the spec allows up to 9216)"),
+    ([{"name": "bond0", "mtu": 9216}], "MTU 9216 for bond0 is above 9000, the max MTU of bond slave ens2f1np1"),
+    ([{"name": "ens1f0np0.100", "mtu": 9000}], "MTU 9000 for ens1f0np0.100 is above 1500, the MTU of parent "
+                                               "ens1f0np0 (a VLAN cannot exceed it); raise the parent's MTU"),
     ([{"name": "ens1f0np0", "mtu": 9217}], "outside 68-9216 (the spec's range; the device may allow more)"),
     ([{"name": "ens1f0np0", "mtu": 9000}, {"match": {"pci": "0000:e6:00.0"}, "mtu": 4200}], "already gets MTU 9000"),
 ])
