@@ -137,7 +137,9 @@ compliance:
       description: PCI address.
       type: str
 notes:
-  description: What the module could not read on this node (C(devlink) failed or printed something unreadable, no tool installed).
+  description:
+    - What the module could not read on this node.
+    - For example C(devlink) failed or printed something unreadable, or no tool is installed.
   returned: always
   type: list
   elements: str
