@@ -117,8 +117,8 @@ def test_ini_inventory_with_errors_reports_like_the_yaml_one(ini_example: Path, 
     yaml_inv = tmp_path / "yaml-inv"
     shutil.copytree(EXAMPLE, yaml_inv)
     (yaml_inv / "group_vars" / "all" / "datapath.yml").write_text(yaml_text(bad))
-    code_ini, out_ini, _ = datapath("validate", str(ini_example / "hosts.ini"), "--format", "json")
-    code_yaml, out_yaml, _ = datapath("validate", str(yaml_inv), "--format", "json")
+    code_ini, out_ini, _err_ini = datapath("validate", str(ini_example / "hosts.ini"), "--format", "json")
+    code_yaml, out_yaml, _err_yaml = datapath("validate", str(yaml_inv), "--format", "json")
     assert code_ini == code_yaml == 1
     assert json.loads(out_ini)["errors"] == json.loads(out_yaml)["errors"]
     assert json.loads(out_ini)["errors"][0]["path"] == "datapath.fabrics[2].roce.pfc_priorities"
@@ -259,7 +259,7 @@ def test_fast_reader_reads_generated_inventories_like_ansible_core(files: dict[s
         except loader.LoadError as exc:
             with pytest.raises(loader.LoadError):
                 loader.load_inventory(directory, "yaml")
-            CASES[f"generated inventories both refuse ({str(exc).split(':')[-1].strip()[:30]})"] += 1
+            CASES[f"generated inventories both refuse ({str(exc).rsplit(':', maxsplit=1)[-1].strip()[:30]})"] += 1
             return
         fast = loader.load_inventory(directory, "yaml")
         _same_inventory(fast, slow)
