@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
+from . import impair
 from .core import DEFAULT_FABRICS, SERVER_PORT, Lab, LabConfig, LabError
 
 
@@ -21,6 +23,17 @@ def _server(text: str) -> tuple[str, str]:
     if not fabric:
         raise argparse.ArgumentTypeError(f"{text!r}: use [NAME:]FABRIC, e.g. src:rdma")
     return (name if sep else "src"), fabric
+
+
+def _typed(parse: Any) -> Any:
+    """An argparse type from one of impair's parsers (its message becomes the usage error)."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except impair.ImpairError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = parse.__name__.replace("parse_", "")
+    return convert
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,7 +75,51 @@ def build_parser() -> argparse.ArgumentParser:
     mtu.add_argument("node")
     mtu.add_argument("fabric")
     mtu.add_argument("mtu", type=int)
+    imp = sub.add_parser(
+        "impair", help="a bottleneck on purpose: a node's switch port (FABRIC) or its NVMe (nvme)",
+        description="Impair a node's port of FABRIC inside the switch namespace (--rate: tc tbf, plus an "
+                    "ifb for traffic from the node; --delay/--loss: a userspace relay, as this kernel has no "
+                    "netem), or throttle its NVMe ('nvme': cgroup v1 blkio). Again on the same port replaces "
+                    "the impairment; --clear removes it; `down` removes all.")
+    imp.add_argument("node")
+    imp.add_argument("target", metavar="FABRIC|nvme", help="a fabric name, or 'nvme' for the node's NVMe")
+    imp.add_argument("--rate", type=_typed(impair.parse_rate),
+                     help="shape to this rate, e.g. 200mbit, 1gbit (SI, bits per second, like tc)")
+    imp.add_argument("--loss", type=_typed(impair.parse_loss),
+                     help="drop each frame with this probability, e.g. 1%% (per direction; through the relay)")
+    imp.add_argument("--delay", type=_typed(impair.parse_delay),
+                     help="hold each frame this long, one way, e.g. 5ms (per direction: the RTT grows by "
+                          "twice this with --direction both; through the relay)")
+    imp.add_argument("--direction", choices=impair.DIRECTIONS, default="both",
+                     help="traffic to the node, from it, or both (default)")
+    imp.add_argument("--read-bps", type=_typed(impair.parse_byte_rate),
+                     help="nvme: read bytes per second, binary units (20M = 20 MiB/s)")
+    imp.add_argument("--read-iops", type=_typed(impair.parse_iops), help="nvme: read operations per second")
+    imp.add_argument("--write-bps", type=_typed(impair.parse_byte_rate),
+                     help="nvme: write bytes per second (direct I/O only: page-cache writeback is not throttled)")
+    imp.add_argument("--write-iops", type=_typed(impair.parse_iops), help="nvme: write operations per second")
+    imp.add_argument("--clear", action="store_true", help="remove the impairment of this port or NVMe")
     return parser
+
+
+def _impair(lab: Lab, args: argparse.Namespace) -> int:
+    net = {"rate": args.rate, "loss": args.loss, "delay": args.delay}
+    disk = {"read_bps": args.read_bps, "read_iops": args.read_iops,
+            "write_bps": args.write_bps, "write_iops": args.write_iops}
+    try:
+        impair.check_request(args.target, args.clear, net, disk)
+    except impair.ImpairError as exc:
+        raise LabError(str(exc)) from None
+    if args.clear:
+        had = impair.clear(lab, args.node, args.target)
+        print(f"{lab.name}: {args.node} {args.target} " + ("cleared" if had else "had no impairment (checked clean)"))
+        return 0
+    if args.target == impair.NVME:
+        record = impair.impair_nvme(lab, args.node, **disk)
+    else:
+        record = impair.impair_fabric(lab, args.node, args.target, direction=args.direction, **net)
+    print(f"{lab.name}: impaired {impair.describe(record)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                             if serving else "not serving")
                     print(f"  server {server['name']}: {server['fabric']} {server['ifname']} "
                           f"{server['address']}; {what}")
+                for record in status.get("impairments", []):
+                    print(f"  impaired {impair.describe(record)}")
                 for problem in status["problems"]:
                     print(f"  PROBLEM: {problem}")
             if not status["up"]:
@@ -128,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             serving = lab.serve(args.directory, args.port)
             print(f"{lab.name}: serving {serving['directory']} at {serving['url']} (pid {serving['pid']})")
             return 0
+        if args.command == "impair":
+            return _impair(lab, args)
         if args.command == "set-port-mtu":
             lab.set_port_mtu(args.node, args.fabric, args.mtu)
             print(f"{lab.name}: switch port of {args.node} on {args.fabric} now MTU {args.mtu}")

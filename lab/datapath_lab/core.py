@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import impair
 from .spec import lab_spec
 from .spec import render as render_spec
 
@@ -116,6 +117,8 @@ class LabConfig:
                 raise LabError(f"fabric name {name!r}: use up to 8 letters or digits")
             if name in seen:
                 raise LabError(f"fabric {name!r} given twice")
+            if name == impair.NVME:
+                raise LabError(f"fabric name {name!r} is reserved (`impair NODE nvme` names the node's NVMe)")
             seen.add(name)
             if not 68 <= mtu <= 9216:
                 raise LabError(f"fabric {name}: MTU {mtu} outside 68..9216")
@@ -308,6 +311,7 @@ class Lab:
                 problems.append(f"server {server['name']}: namespace {server['ns']} missing")
             if server.get("serving") and self.serve_pid(state) is None:
                 problems.append(f"server {server['name']}: HTTP server (port {server['serving']['port']}) gone")
+        problems.extend(impair.problems(state))
         return problems
 
     # ---------------------------------------------------------------- up
@@ -326,7 +330,8 @@ class Lab:
             why = "; ".join(problems) if problems else "a different configuration was requested"
             log(f"lab {self.name}: replacing the existing lab ({why})")
             self.down(log=lambda *_: None)
-        elif self.namespaces() or self.loop_devices() or os.path.ismount(self.run_dir):
+        elif (self.namespaces() or self.loop_devices() or os.path.ismount(self.run_dir)
+              or impair.cgroup_leftovers(self.name)):
             log(f"lab {self.name}: cleaning up leftovers of an earlier run")
             self.down(log=lambda *_: None)
 
@@ -405,10 +410,14 @@ class Lab:
             loop = run(["losetup", "-f", "-P", "--show", image]).stdout.strip()
             state["nodes"][node] = {"ns": ns, "index": idx, "nvme": loop, "nvme_image": image,
                                     "nvme_bytes": size, "interfaces": addresses, "holder_pid": 0,
-                                    "holder_start": None}
+                                    "holder_start": None, "cgroup": None}
+            self.save_state(state)
+            # The node's blkio cgroup: its holder and everything that enters it (ssh, exec) join it,
+            # so `impair NODE nvme` throttles exactly this node's I/O.
+            state["nodes"][node]["cgroup"] = impair.make_node_cgroup(self.name, node)
             self.save_state(state)
             self._prepare_upper(node, pubkey, hosts)
-            pid = self._start_holder(node)
+            pid = self._start_holder(node, state["nodes"][node]["cgroup"])
             state["nodes"][node]["holder_pid"] = pid
             state["nodes"][node]["holder_start"] = proc_starttime(pid)
             self.save_state(state)
@@ -468,13 +477,14 @@ class Lab:
         _write(os.path.join(upper, "etc", "machine-id"), os.urandom(16).hex() + "\n", 0o444)
         _no_network_config(upper)
 
-    def _start_holder(self, node: str) -> int:
+    def _start_holder(self, node: str, cgroup: str | None = None) -> int:
         base = os.path.join(self.run_dir, "nodes", node)
         with open(self._holder_log(node), "w") as log, open(os.devnull) as devnull:
+            argv = ["nsenter", f"--net=/run/netns/{self.ns(node)}", "--",
+                    "unshare", "--mount", "--uts", "--propagation", "private", "--",
+                    "/bin/sh", "-c", HOLDER_SCRIPT, "holder", base, node]
             proc = subprocess.Popen(
-                ["nsenter", f"--net=/run/netns/{self.ns(node)}", "--",
-                 "unshare", "--mount", "--uts", "--propagation", "private", "--",
-                 "/bin/sh", "-c", HOLDER_SCRIPT, "holder", base, node],
+                impair.join_argv(cgroup) + argv,
                 stdin=devnull, stdout=log, stderr=log, start_new_session=True, close_fds=True,
             )
         return proc.pid
@@ -484,7 +494,9 @@ class Lab:
         """Remove everything of this lab, from any state; idempotent. Returns what it did."""
         done: list[str] = []
         state = self.load_state()
-        # 0. the HTTP source server, by its recorded PID (also found below by namespace).
+        # 0. impairment relays and the HTTP source server, by their recorded PIDs (also found
+        # below by namespace).
+        done.extend(impair.stop_relays(state))
         serve = self.serve_pid(state) if state else None
         if serve:
             _kill(serve)
@@ -512,6 +524,8 @@ class Lab:
         for loop in self.loop_devices():
             run(["losetup", "-d", loop], check=False)
             done.append(f"detached {loop}")
+        # 3b. the nodes' blkio cgroups (their throttles go with them), also of a lab without state.
+        done.extend(impair.remove_cgroups(self.name))
         # 4. the overlay tmpfs.
         if os.path.ismount(self.run_dir):
             if run(["umount", self.run_dir], check=False).returncode != 0:
@@ -550,7 +564,8 @@ class Lab:
         pid = self.holder_pid(node, state)
         if pid is None:
             raise LabError(f"{node}: holder process is gone; run `datapath-lab up` to recover")
-        return ["nsenter", "-t", str(pid), "-m", "-u", "-n", "-r", "-w"]
+        return impair.join_argv(state["nodes"][node].get("cgroup")) + [
+            "nsenter", "-t", str(pid), "-m", "-u", "-n", "-r", "-w"]
 
     def exec(self, node: str, argv: list[str]) -> int:
         return subprocess.call(self.nsenter_argv(node) + argv)
@@ -649,16 +664,19 @@ class Lab:
     def status(self) -> dict[str, Any]:
         state = self.load_state()
         if state is None:
-            return {"name": self.name, "up": False, "leftovers": self.namespaces() + self.loop_devices()}
+            return {"name": self.name, "up": False,
+                    "leftovers": self.namespaces() + self.loop_devices() + impair.cgroup_leftovers(self.name)}
         return {"name": self.name, "up": True, "problems": self.health(state), "nodes": state["nodes"],
+                "impairments": impair.records(state),
                 "fabrics": state["fabrics"], "server": state.get("server"), "created": state.get("created"),
                 "up_seconds": state.get("up_seconds"), "inventory_dir": state.get("inventory_dir")}
 
     # ---------------------------------------------------------------- inventory
     def proxy_command(self, node: str, state: dict[str, Any]) -> str:
         pid = self.holder_pid(node, state)
-        return (f"nsenter -t {pid} -m -u -n -r -w {SSHD} -i -o UsePAM=no "
-                "-o PasswordAuthentication=no -o KbdInteractiveAuthentication=no")
+        return impair.join_shell(state["nodes"][node].get("cgroup"),
+                                 f"nsenter -t {pid} -m -u -n -r -w {SSHD} -i -o UsePAM=no "
+                                 "-o PasswordAuthentication=no -o KbdInteractiveAuthentication=no")
 
     def inventory_data(self, state: dict[str, Any]) -> dict[str, Any]:
         """The lab's inventory as Ansible's YAML inventory shape (hosts.yml)."""
@@ -730,7 +748,6 @@ class Lab:
         os.makedirs(os.path.dirname(spec_dst), exist_ok=True)
         _write(spec_dst, render_spec(state, inv), 0o644)
         return inv
-
 
     @staticmethod
     def _server_vars(state: dict[str, Any]) -> dict[str, Any]:
