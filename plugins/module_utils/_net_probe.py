@@ -1,0 +1,193 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The network probe capability (stdlib only): one side of a TCP throughput pair.
+
+A server (``role: server``) listens on the fabric address for one client's streams and
+answers a UDP latency echo; a client (``role: client``) runs N streams for a bounded time from
+its fabric address and sends the small latency probe while the load runs. Around the run the
+node's /proc/net/snmp and /proc/net/netstat are read (deltas) and its socket-buffer sysctls
+recorded. Engines: ``_net_probe_builtin`` (sockets and threads) or ``_net_probe_iperf3``.
+
+Every address must lie in ``allowed_networks`` (the fabric subnets): anything else fails the
+module in ``validate``, before a socket is opened. A pair that fails (peer unreachable, no
+client, a peer gone mid-test, iperf3 missing) is ``ok: false`` with ``error``; the module
+itself succeeds so that the run goes on.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe_builtin as builtin
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe_iperf3 as iperf3
+from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Capability
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_parse import (
+    NETSTAT_KEYS,
+    SOCKET_BUFFER_SYSCTLS,
+    latency_result,
+    netstat_delta,
+    normalise_sysctl,
+    parse_proc_net,
+    share,
+    summarise_tcp_info,
+    tcp_result,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_socket import PairError
+
+LIMITS = {"streams": (1, 64), "duration": (0.5, 300.0), "wait": (0.5, 600.0),
+          "latency_interval": (0.001, 10.0), "port": (1, 65534)}
+SOCKET_BUFFER_MAX = 1 << 30
+
+
+def networks(cidrs):
+    """The ``allowed_networks`` as ip_network objects; (networks, errors)."""
+    found, errors = [], []
+    for cidr in cidrs or []:
+        try:
+            found.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError as exc:
+            errors.append("allowed_networks: %r is not a network (%s)" % (cidr, exc))
+    return found, errors
+
+
+def refusal(option, value, allowed):
+    """Why ``value`` may not be probed (None when it lies in one of ``allowed``)."""
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return "%s %r is not an IP address (names are not resolved: give the fabric address)" % (option, value)
+    if any(address.version == net.version and address in net for net in allowed):
+        return None
+    return "%s %s is outside allowed_networks (%s)" % (option, value, ", ".join(str(n) for n in allowed))
+
+
+class NetProbe(Capability):
+    """One side of a throughput / loss / latency pair on a fabric (read-only)."""
+
+    name = "net_probe"
+    read_only = True
+    uses_root = True  # /proc/sys and /proc/net/{snmp,netstat} are read below ``root``
+
+    @classmethod
+    def options(cls):
+        return dict(
+            role=dict(type="str", required=True, choices=["server", "client"]),
+            address=dict(type="str", required=True),
+            source=dict(type="str"),
+            port=dict(type="int", default=5201),
+            streams=dict(type="int", default=4),
+            duration=dict(type="float", default=5.0),
+            max_bytes=dict(type="int", default=0),
+            wait=dict(type="float", default=30.0),
+            latency_interval=dict(type="float", default=0.02),
+            tool=dict(type="str", default="builtin", choices=["builtin", "iperf3"]),
+            allowed_networks=dict(type="list", elements="str", required=True),
+            socket_buffer=dict(type="int"),
+        )
+
+    @classmethod
+    def module_spec(cls):
+        spec = super(NetProbe, cls).module_spec()
+        spec["required_if"] = [("role", "client", ("source",))]
+        return spec
+
+    def validate(self):
+        p = self.params
+        errors = []
+        for key, (low, high) in sorted(LIMITS.items()):
+            if not low <= p[key] <= high:
+                errors.append("%s %s is outside %s-%s" % (key, p[key], low, high))
+        if p["max_bytes"] < 0:
+            errors.append("max_bytes must be 0 (no cap) or positive")
+        if p.get("socket_buffer") is not None and not 4096 <= p["socket_buffer"] <= SOCKET_BUFFER_MAX:
+            errors.append("socket_buffer must be 4096-%d bytes" % SOCKET_BUFFER_MAX)
+        if errors:
+            raise CapabilityError("net_probe: %s" % "; ".join(errors), errors=errors)
+        allowed, errors = networks(p["allowed_networks"])
+        if not p["allowed_networks"]:
+            errors.append("allowed_networks is empty: name the fabric subnets the probe may use")
+        if errors:
+            raise CapabilityError("net_probe: %s" % "; ".join(errors), errors=errors)
+        refused = [why for why in (refusal("address", p["address"], allowed),
+                                   p.get("source") and refusal("source", p["source"], allowed)) if why]
+        if not refused and p.get("source") and (ipaddress.ip_address(p["source"]).version
+                                                != ipaddress.ip_address(p["address"]).version):
+            refused.append("source %s and address %s are of different IP versions" % (p["source"], p["address"]))
+        if refused:
+            raise CapabilityError("net_probe refused before any traffic is sent: %s" % "; ".join(refused),
+                                  errors=refused, probe=self.probe(None))
+
+    # ----------------------------------------------------------------------------- reading
+    def socket_buffers(self):
+        return dict((key, normalise_sysctl(self.root.read(path))) for key, path in SOCKET_BUFFER_SYSCTLS)
+
+    def counters(self):
+        counters = {}
+        for path in ("/proc/net/snmp", "/proc/net/netstat"):
+            try:
+                counters.update(parse_proc_net(self.root.read_raw(path)))
+            except (IOError, OSError):
+                pass
+        return counters
+
+    def probe(self, ok):
+        p = self.params
+        return {"role": p["role"], "address": p["address"], "source": p.get("source"), "port": p["port"],
+                "tool": p["tool"], "ok": ok, "error": None, "streams": p["streams"],
+                "duration": p["duration"], "max_bytes": p["max_bytes"],
+                "seconds": None, "bytes": None, "gbit_per_s": None, "tcp": tcp_result(),
+                "netstat": dict((key, None) for key in NETSTAT_KEYS), "latency": latency_result(),
+                "socket_buffers": dict((key, None) for key, _path in SOCKET_BUFFER_SYSCTLS)}
+
+    def read(self):
+        probe = self.probe(None)
+        probe["socket_buffers"] = self.socket_buffers()
+        if self.check_mode:
+            return probe  # what would be measured; no socket is opened
+        before = self.counters()
+        figures = self.measure()
+        probe["netstat"] = netstat_delta(before, self.counters())
+        probe.update(figures)
+        if probe["tool"] == "iperf3" and probe["role"] == "client" and probe["tcp"]["retransmits"] is not None:
+            # iperf3's JSON has no segment count: the node's TcpOutSegs over the run stands in.
+            segments = probe["netstat"]["TcpOutSegs"]
+            probe["tcp"]["segments_sent"] = segments
+            probe["tcp"]["retransmit_share"] = share(probe["tcp"]["retransmits"], segments)
+        return probe
+
+    def measure(self):
+        """The engine's figures: ok, error, bytes, seconds, gbit_per_s, tcp, latency."""
+        p = self.params
+        out = {"ok": False, "error": None}
+        try:
+            if p["tool"] == "iperf3":
+                path = self.runner.which("iperf3")
+                if not path:
+                    out["error"] = "iperf3 is not installed on this node (tool: iperf3)"
+                    return out
+                engine = iperf3.run_server if p["role"] == "server" else iperf3.run_client
+                found = engine(p, path)
+                out.update(ok=found["ok"], error=found["error"], tcp=found["tcp"])
+            else:
+                engine = builtin.run_server if p["role"] == "server" else builtin.run_client
+                found = engine(p)
+                out.update(ok=True, tcp=summarise_tcp_info(found["tcp_infos"]))
+                if found.get("stuck_threads"):
+                    self.warn("net_probe: %d thread(s) still running at the end" % found["stuck_threads"])
+        except PairError as exc:
+            out["error"] = str(exc)
+            return out
+        out["bytes"], out["seconds"] = found["bytes"], found["seconds"]
+        if found.get("seconds") and found.get("bytes") is not None:
+            out["seconds"] = round(found["seconds"], 3)
+            out["gbit_per_s"] = round(found["bytes"] * 8 / found["seconds"] / 1e9, 4)
+        if found.get("latency"):
+            out["latency"] = latency_result(*found["latency"])
+        return out
+
+    def result(self, state, actions):
+        return {"probe": state, "changed": False}
