@@ -43,6 +43,7 @@ from ._types import (
     TrafficClass,
     UserName,
     Version,
+    parse_size,
 )
 from .registry import run_checks
 
@@ -403,6 +404,94 @@ class Model(SpecModel):
     """Hosts that hold the model regardless of their groups."""
 
 
+# --------------------------------------------------------------------------- measurement
+Gbit = Annotated[float, Strict(), Field(gt=0, le=100000, allow_inf_nan=False)]
+Pct = Annotated[float, Strict(), Field(ge=0, le=100, allow_inf_nan=False)]
+Positive = Annotated[float, Strict(), Field(gt=0, le=10**9, allow_inf_nan=False)]
+_MODEL_REF = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}@[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+ModelRef = Annotated[str, Strict(), Field(pattern=_MODEL_REF, description="A model version as name@version.")]
+
+
+class MeasureFabricGate(SpecModel):
+    """Gates of one fabric's pairs; null: no such gate (the relative gate outlier_ratio still applies)."""
+
+    min_gbit_s: Gbit | None = None
+    """Lowest Gbit/s a pair may reach (all streams together). Also the fabric's expected rate for the
+    socket-buffer check (bandwidth-delay product)."""
+    max_retransmit_share: Annotated[float, Strict(), Field(ge=0, lt=0.5, allow_inf_nan=False)] | None = 0.002
+    """Highest share of retransmitted TCP segments in a pair: a share, not a percentage (0.002 = 0.2 %)."""
+    max_loss_pct: Pct | None = 1.0
+    """Highest loss in percent of the small latency probe sent while the load runs."""
+    max_p99_ms: Annotated[float, Strict(), Field(ge=0.01, le=60000, allow_inf_nan=False)] | None = None
+    """Highest p99 round-trip time in ms of the latency probe under load."""
+
+
+class MeasureStorageGate(SpecModel):
+    """Gates of every node's storage probes; null: no such gate (outlier_ratio still applies)."""
+
+    min_read_mib_s: Positive | None = None
+    """Lowest sequential read MiB/s of each target (cache file and raw device)."""
+    max_p99_us_qd1: Positive | None = None
+    """Highest p99 latency in µs of 4 KiB random reads at queue depth 1."""
+    max_p99_us_qd32: Positive | None = None
+    """Highest p99 latency in µs of 4 KiB random reads at queue depth 32."""
+    min_iops_qd32: Positive | None = None
+    """Lowest 4 KiB random-read IOPS at queue depth 32."""
+
+
+class MeasureGates(SpecModel):
+    """Absolute gates per fabric and for storage, and the relative gate against the fabric's peers."""
+
+    fabrics: dict[FabricName, MeasureFabricGate] = Field(default_factory=dict)
+    """Gates of the named fabrics (each replaces default for its fabric)."""
+    default: MeasureFabricGate = Field(default_factory=MeasureFabricGate)
+    """Gates of every measured fabric not named under fabrics."""
+    storage: MeasureStorageGate = Field(default_factory=MeasureStorageGate)
+    outlier_ratio: Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)] = 0.5
+    """A pair or node below outlier_ratio x its fabric's typical rate (the median of the nodes' best pairs),
+    or a storage target below outlier_ratio x the median of the same target on the other nodes, fails;
+    0 turns the relative gate off."""
+
+
+class MeasureStorage(SpecModel):
+    """What the storage probe reads on each node with an NVMe cache (storage section)."""
+
+    test_file: RelPath = ".aiinfra-measure/probe.bin"
+    """The probe's file, relative to the cache mount; created with test_file_size bytes when missing
+    (the only file the probe ever writes)."""
+    test_file_size: Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str), Strict(),
+                              Field(ge=1024 * 1024, le=2**40)] = 512 * 1024 * 1024
+    """Size of the test file (bytes or '512MiB'); larger than the node's page cache makes cold reads honest."""
+    raw_device: Bool = True
+    """Also read the raw cache device (read only): the md array, or the single device of storage.devices."""
+    model: ModelRef | None = None
+    """A model version of the spec (name@version) to load cold from the cache on the nodes that hold it."""
+
+
+class Measure(SpecModel):
+    """Measurement of the data path (playbooks/measure.yml, docs/measure.md): pairs, probes and gates."""
+
+    mode: Literal["all-pairs", "ring", "sample"] = "ring"
+    """all-pairs: every pair (N-1 rounds); ring: each node to the next (2 or 3 rounds); sample: sample_peers
+    distinct random peers per node (sample_peers rounds)."""
+    sample_peers: Annotated[int, Strict(), Field(ge=1, le=64)] = 3
+    """Peers per node in sample mode."""
+    seed: Annotated[int, Strict(), Field(ge=0, le=2**31)] = 0
+    """Seed of the sample schedule (the same seed, hosts and fabric give the same pairs)."""
+    streams: Annotated[int, Strict(), Field(ge=1, le=64)] = 4
+    """Parallel TCP streams per pair."""
+    duration: Annotated[float, Strict(), Field(ge=0.5, le=300, allow_inf_nan=False)] = 5.0
+    """Seconds of load per pair."""
+    tool: Literal["builtin", "iperf3"] = "builtin"
+    """builtin: the probe in the module (standard library); iperf3: iperf3 --json when installed (else builtin)."""
+    port: Annotated[int, Strict(), Field(ge=1024, le=65534)] = 5201
+    """TCP port of the load; the latency probe uses port + 1 (UDP)."""
+    fabrics: Annotated[list[FabricName], Field(max_length=64)] | None = None
+    """Fabrics to measure; null: every fabric with subnets except the management ones."""
+    storage: MeasureStorage = Field(default_factory=MeasureStorage)
+    gates: MeasureGates = Field(default_factory=MeasureGates)
+
+
 class DatapathSpec(SpecModel):
     """The cluster data-path spec (the value of the ``datapath`` variable)."""
 
@@ -418,12 +507,15 @@ class DatapathSpec(SpecModel):
     """Model cache settings (docs/models.md)."""
     models: Annotated[list[Model], Field(max_length=4096)] = Field(default_factory=list)
     """Model versions placed on the nodes' local NVMe caches (docs/models.md)."""
+    measure: Measure = Field(default_factory=Measure)
+    """Measurement of the data path: schedule, probes and gates (docs/measure.md)."""
 
 
 MODELS: tuple[type[SpecModel], ...] = (
     DatapathSpec, Fabric, Roce, RoceCnp, RoceEts, Profile, ProfileBody, NodeHardware, SysctlSetting,
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
-    DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, ModelCache, Model, ModelFile,
+    DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, ModelCache, Model, ModelFile, Measure,
+    MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate,
 )
 
 
@@ -450,3 +542,4 @@ def fields_at(loc: tuple[Any, ...]) -> list[str]:
 
 
 from . import checks as _checks  # noqa: E402,F401  (registers the cross-checks)
+from . import checks_measure as _checks_measure  # noqa: E402,F401  (registers the measure cross-checks)

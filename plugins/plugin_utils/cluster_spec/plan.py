@@ -16,6 +16,7 @@ from .checks import effective_issues, interface_key, pool_count, roce_mtu, roce_
 from .errors import SpecError, SpecValidationError, join_path
 from .merge import Effective, effective, matching_models, matching_profiles
 from .models import DatapathSpec, Fabric, HugePagePool, Interface
+from .plan_measure import measure_part, measure_template
 
 PLAN_VERSION = 2
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
@@ -227,6 +228,8 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequ
         "nfd_labels": {"labels": dict(sorted(eff.labels.items())),
                        "local_volume_class": eff.local_volume_class[0] if eff.local_volume_class else None},
         "model_cache": _models(spec, eff, held_models(spec, eff, named_models)),
+        # host-independent here; Planner.plan adds the host's addresses (plan_measure.measure_part)
+        "measure": measure_template(spec, eff, held_models(spec, eff, named_models)),
     }
 
 
@@ -278,6 +281,7 @@ class Planner:
             self._cache[key] = template
         plan = dict(template)
         plan["host"] = host
+        plan["measure"] = measure_part(template["measure"], facts)
         return plan
 
 

@@ -158,6 +158,21 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.models[0].hosts[2]", "h1 is listed twice"),
     ("models-unique", lambda s: s.update(models=[model(), model(version="v2"), model(groups=["other"])]),
      "datapath.models[2].version", "llama@v1 is already listed as models[0]"),
+    ("measure-fabrics", lambda s: s.update(measure={"fabrics": ["rail9"]}),
+     "datapath.measure.fabrics[0]", "fabric 'rail9' is not defined"),
+    ("measure-fabrics", lambda s: s.update(measure={"fabrics": ["rail0", "rail0"]}),
+     "datapath.measure.fabrics[1]", "fabric 'rail0' is listed twice"),
+    ("measure-fabrics", lambda s: (s["fabrics"][1].update(subnets=[]), s.update(measure={"fabrics": ["rail0"]})),
+     "datapath.measure.fabrics[0]", "fabric 'rail0' has no subnets"),
+    ("measure-fabrics", lambda s: s.update(measure={"gates": {"fabrics": {"mgmt": {"min_gbit_s": 1.0}}}}),
+     "datapath.measure.gates.fabrics.mgmt", "fabric 'mgmt' has gates but is not measured"),
+    ("measure-fabrics", lambda s: s.update(measure={"gates": {"fabrics": {"rail9": {}}}}),
+     "datapath.measure.gates.fabrics.rail9", "fabric 'rail9' is not defined"),
+    ("measure-model", lambda s: s.update(models=[model()], measure={"storage": {"model": "llama@v2"}}),
+     "datapath.measure.storage.model", "model llama@v2 is not listed under models"),
+    ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
+        "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),
+     "datapath.measure.gates.outlier_ratio", "outlier_ratio is 0 and no gate is set"),
 ]
 
 

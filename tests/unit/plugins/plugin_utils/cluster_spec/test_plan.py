@@ -21,7 +21,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.load
 from ._specs import EXAMPLE, base, example
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
-             "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache"}
+             "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:

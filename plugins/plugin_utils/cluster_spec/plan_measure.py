@@ -1,0 +1,131 @@
+"""The plan's ``measure`` part: what the measure role asks of one host (docs/measure.md, docs/plan.md).
+
+Built in two steps: :func:`measure_template` from the spec and the host's merged settings (shared by
+hosts of the same shape), then :func:`measure_part` adds the host's own fabric addresses from its
+variables. Nothing here reads another host: the schedule (pairs across hosts) is made on the
+controller by the ``measure_schedule`` filter.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .checks_measure import measured_fabrics
+
+if TYPE_CHECKING:
+    from .merge import Effective
+    from .models import DatapathSpec, MeasureFabricGate
+
+
+def fabric_address(facts: Mapping[str, Any] | None, fabric: str) -> str | None:
+    """The host's address on ``fabric`` from its own variables: ``datapath_addresses[fabric]``, else the
+    lab's ``datapath_lab_interfaces[fabric].address`` (the rule of plugins/filter/network.py fabric_address)."""
+    if not isinstance(facts, Mapping):
+        return None
+    addresses = facts.get("datapath_addresses")
+    if isinstance(addresses, Mapping) and addresses.get(fabric):
+        return str(addresses[fabric])
+    lab = facts.get("datapath_lab_interfaces")
+    entry = lab.get(fabric) if isinstance(lab, Mapping) else None
+    if isinstance(entry, Mapping) and entry.get("address"):
+        return str(entry["address"])
+    return None
+
+
+def _lab_ifname(facts: Mapping[str, Any] | None, fabric: str) -> str | None:
+    lab = facts.get("datapath_lab_interfaces") if isinstance(facts, Mapping) else None
+    entry = lab.get(fabric) if isinstance(lab, Mapping) else None
+    return str(entry["ifname"]) if isinstance(entry, Mapping) and entry.get("ifname") else None
+
+
+def in_subnets(address: str | None, subnets: Sequence[str]) -> bool:
+    """``address`` (optionally with a /prefix) lies inside one of ``subnets``."""
+    if not address:
+        return False
+    try:
+        ip = ipaddress.ip_interface(str(address)).ip
+    except ValueError:
+        return False
+    for text in subnets:
+        try:
+            if ip in ipaddress.ip_network(text, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _gate(gate: MeasureFabricGate) -> dict[str, Any]:
+    return gate.model_dump(mode="json")
+
+
+def gates_of(spec: DatapathSpec) -> dict[str, Any]:
+    """The effective gates: one entry per measured fabric (its own or the default), storage, outlier_ratio."""
+    gates = spec.measure.gates
+    return {"fabrics": {name: _gate(gates.fabrics.get(name, gates.default)) for name in measured_fabrics(spec)},
+            "storage": gates.storage.model_dump(mode="json"), "outlier_ratio": gates.outlier_ratio}
+
+
+def _raw_device(storage: Any) -> str | None:
+    if storage.raid is not None:
+        return f"/dev/md/{storage.raid.name}"
+    if storage.devices:
+        return str(storage.devices[0])
+    return None  # devices chosen by `select`: known only on the node
+
+
+def _model(spec: DatapathSpec, held: Sequence[int], cache_dir: str) -> dict[str, Any] | None:
+    ref = spec.measure.storage.model
+    for index in held:
+        model = spec.models[index]
+        if f"{model.name}@{model.version}" == ref:
+            return {"name": model.name, "version": model.version,
+                    "path": posixpath.join(cache_dir, model.name, model.version)}
+    return None
+
+
+def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) -> dict[str, Any]:
+    """The host-independent part of ``measure`` (addresses are added by :func:`measure_part`)."""
+    m = spec.measure
+    fabrics = {f.name: f for f in spec.fabrics}
+    interfaces: dict[str, str | None] = {}
+    for iface in eff.interfaces[0] if eff.interfaces else []:
+        name = iface.name if iface.name is not None else (iface.match.name if iface.match else None)
+        interfaces.setdefault(iface.fabric, name)
+    storage: dict[str, Any] | None = None
+    if eff.storage is not None:
+        st = eff.storage[0]
+        mount = st.mount.path
+        storage = {"mount": mount, "test_file": posixpath.join(mount, m.storage.test_file),
+                   "test_file_size": m.storage.test_file_size,
+                   "raw_device": _raw_device(st) if m.storage.raw_device else None,
+                   "model": _model(spec, held, posixpath.join(mount, spec.model_cache.directory))}
+    return {
+        "mode": m.mode, "sample_peers": m.sample_peers, "seed": m.seed, "streams": m.streams,
+        "duration": m.duration, "tool": m.tool, "port": m.port,
+        "fabrics": [{"name": name, "subnets": list(fabrics[name].subnets), "mtu": fabrics[name].mtu,
+                     "carried": name in interfaces, "interface": interfaces.get(name)}
+                    for name in measured_fabrics(spec)],
+        "storage": storage,
+        "gates": gates_of(spec),
+    }
+
+
+def measure_part(template: Mapping[str, Any], facts: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The host's ``measure`` part: the template plus its address on each fabric it carries (an
+    interface in its plan, or an address in its variables); ``address_ok`` is false for an address
+    outside the fabric's subnets, which is never used."""
+    part = {k: v for k, v in template.items() if k != "fabrics"}
+    fabrics = []
+    for entry in template["fabrics"]:
+        address = fabric_address(facts, entry["name"])
+        if not entry["carried"] and address is None:
+            continue
+        fabrics.append({"name": entry["name"], "subnets": list(entry["subnets"]), "mtu": entry["mtu"],
+                        "interface": entry["interface"] or _lab_ifname(facts, entry["name"]),
+                        "address": address, "address_ok": in_subnets(address, entry["subnets"])})
+    part["fabrics"] = fabrics
+    return part
