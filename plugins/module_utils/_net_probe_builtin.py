@@ -287,6 +287,7 @@ def run_client(p):
         prober.go()
         go.set()
         _join(senders, hard)
+        ended = now()
         out["latency"] = latency_figures(prober.stop())
         failed = [s.error for s in senders if s.error] + ["still sending at the deadline" for s in senders
                                                           if s.is_alive()]
@@ -302,11 +303,14 @@ def run_client(p):
             raise PairError("the server did not confirm the test before the deadline")
         if confirm.get("error"):
             raise PairError("the server reports: %s" % confirm["error"])
-        out["seconds"] = now() - start
-        out["bytes"] = int(confirm.get("received", 0))
+        # The server's first-to-last byte, like the bytes it confirms: the client's own clock
+        # here would also count the latency drain (up to DRAIN s when a datagram was lost).
+        out["seconds"] = confirm.get("seconds") or (ended - start)
+        received = int(confirm.get("received", 0))
+        out["bytes"] = received
         out["tcp_infos"] = [tcp_info(sock) for sock in streams]
-        if out["bytes"] != sent:
-            raise PairError("the server received %d of %d bytes sent" % (out["bytes"], sent))
+        if received != sent:
+            raise PairError("the server received %d of %d bytes sent" % (received, sent))
         return out
     except OSError as exc:
         raise PairError("client: %s" % _strerror(exc))

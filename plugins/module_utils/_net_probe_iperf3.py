@@ -104,7 +104,7 @@ def _extra(p):
 
 def _why(summary, role, stderr, timed_out):
     error = summary["error"]
-    if error and "unexpectedly" in error:
+    if error and any(word in error for word in ("unexpectedly", "reset by peer", "Broken pipe")):
         peer = "client" if role == "server" else "server"
         error = "the %s went away mid-test (%s)" % (peer, error)
     if timed_out and summary["connected"] == 0 and role == "server":

@@ -149,7 +149,7 @@ probe:
     duration: {description: O(duration)., type: float}
     max_bytes: {description: O(max_bytes)., type: int}
     ok: {description: "The pair worked; null in check mode.", type: bool}
-    error: {description: Why the pair failed, or null., type: str}
+    error: {description: "Why the pair failed; null when it did not.", type: str}
     seconds: {description: Seconds of the measurement., type: float}
     bytes: {description: "Bytes the server received (client: as the server confirmed).", type: int}
     gbit_per_s: {description: bytes x 8 / seconds / 10^9., type: float}

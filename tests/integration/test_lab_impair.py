@@ -142,7 +142,7 @@ def test_rate_limit_is_measured_and_cleared(dpq: Dpq) -> None:
 
 def test_delay_and_rate_through_the_relay(dpq: Dpq) -> None:
     dpq.ensure_up()
-    _, base_rtt = dpq.ping("node1", "node2", 10, 0.05)
+    _loss, base_rtt = dpq.ping("node1", "node2", 10, 0.05)
     assert base_rtt < 2.0, base_rtt
     # 10 ms each way: the RTT between node1 and any peer grows by 20 ms.
     dpq.cli("impair", "node1", FABRIC, "--delay", "10ms")
@@ -156,7 +156,7 @@ def test_delay_and_rate_through_the_relay(dpq: Dpq) -> None:
         print(f"delay 10ms one way: RTT {rtt:.2f} ms (base {base_rtt:.2f} ms)")
         assert loss == 0.0
         assert within(rtt, 20.0, 0.20), rtt
-        _, rtt_other = dpq.ping("node2", "node3", 10, 0.05)
+        _loss, rtt_other = dpq.ping("node2", "node3", 10, 0.05)
         assert rtt_other < 2.0, rtt_other
         # Again on the same port replaces it: the first relay is gone, a rate joins the delay.
         dpq.cli("impair", "node1", FABRIC, "--rate", "200mbit", "--delay", "10ms")
@@ -165,7 +165,7 @@ def test_delay_and_rate_through_the_relay(dpq: Dpq) -> None:
         assert record["relay"]["pid"] != pid and record["rate_bps"] == 200_000_000
         to_node = dpq.iperf_mbit("node2", "node1", seconds=6)
         from_node = dpq.iperf_mbit("node1", "node2", seconds=6)
-        _, rtt = dpq.ping("node1", "node2", 10, 0.05)
+        _loss, rtt = dpq.ping("node1", "node2", 10, 0.05)
         print(f"200mbit + 10ms each way: to {to_node:.1f}, from {from_node:.1f} Mbit/s, RTT {rtt:.2f} ms")
         assert within(to_node, 200, 0.15), to_node
         assert within(from_node, 200, 0.15), from_node
@@ -184,14 +184,14 @@ def test_loss_shows_over_2000_pings(dpq: Dpq) -> None:
     try:
         # 1 % each way: a ping and its reply each cross the port, 1 - 0.99^2 = 1.99 % expected
         # (2000 pings: sigma 0.31 %); the band is about 4 sigma wide on either side.
-        loss, _ = dpq.ping("node1", "node2", 2000, 0.002)
+        loss, _rtt = dpq.ping("node1", "node2", 2000, 0.002)
         print(f"loss 1% each way: {loss}% of 2000 pings lost")
         assert 0.8 <= loss <= 3.5, loss
-        other, _ = dpq.ping("node1", "node3", 500, 0.002)
+        other, _rtt = dpq.ping("node1", "node3", 500, 0.002)
         assert other == 0.0, other
         # One way only: 1 % expected (sigma 0.22 %).
         dpq.cli("impair", "node2", FABRIC, "--loss", "1%", "--direction", "to-node")
-        loss, _ = dpq.ping("node1", "node2", 2000, 0.002)
+        loss, _rtt = dpq.ping("node1", "node2", 2000, 0.002)
         print(f"loss 1% to the node: {loss}% of 2000 pings lost")
         assert 0.2 <= loss <= 2.2, loss
     finally:

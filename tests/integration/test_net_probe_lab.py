@@ -124,7 +124,7 @@ def counters(lab: LabHandle, node: str) -> dict[str, int]:
     lines = [line.split() for line in text.splitlines()]
     found = {}
     for head, values in zip(lines[::2], lines[1::2], strict=True):
-        found.update({head[0] + name: int(value) for name, value in zip(head[1:], values[1:], strict=True)})
+        found.update({head[0].rstrip(":") + name: int(value) for name, value in zip(head[1:], values[1:], strict=True)})
     return found
 
 

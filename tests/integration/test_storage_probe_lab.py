@@ -105,7 +105,7 @@ def sane(entry: dict[str, Any], tool: str, size: int) -> None:
 def test_raw_device_read_by_both_tools_writes_nothing(dps: LabHandle, playbook: str) -> None:
     dev = nvme(dps)
     with open(dev, "r+b") as handle:  # real data, not holes of the sparse backing file
-        for _ in range(256):
+        for _block in range(256):
             handle.write(os.urandom(MIB))
         handle.flush()
         os.fsync(handle.fileno())

@@ -228,12 +228,12 @@ def test_relay_delays_each_frame_and_keeps_order() -> None:
             a.send(_frame(n))
             time.sleep(0.002)
         got = []
-        for _ in range(20):
+        for _packet in range(20):
             data = b.recv(2048)
             n = int.from_bytes(data[relay.VNET_HDR_LEN:relay.VNET_HDR_LEN + 4], "big")
             got.append((n, time.monotonic() - sent[n]))
-        assert [n for n, _ in got] == list(range(20))
-        assert all(0.045 <= held <= 0.2 for _, held in got), got
+        assert [n for n, _held in got] == list(range(20))
+        assert all(0.045 <= held <= 0.2 for _n, held in got), got
         a.settimeout(2.0)
         start = time.monotonic()
         b.send(_frame(99))  # the other way: no delay

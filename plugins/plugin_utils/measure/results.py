@@ -6,6 +6,7 @@ ran, an older module); standard library only."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,7 +27,7 @@ def num(value: Any) -> float | None:
             number = float(str(value))
         except ValueError:
             return None
-    return number if number == number and abs(number) != float("inf") else None
+    return number if math.isfinite(number) else None
 
 
 def buffer_max(value: Any) -> int | None:

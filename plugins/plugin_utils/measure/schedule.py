@@ -205,7 +205,7 @@ def build_schedule(parts: Mapping[str, Mapping[str, Any]], hosts: Sequence[str],
                                            f"({', '.join(fabric['subnets']) or 'none'}): refused, nothing sent"})
             else:
                 fabric["hosts"].append(host)
-                addresses[(host, name)] = str(address).split("/")[0]
+                addresses[(host, name)] = str(address).split("/", maxsplit=1)[0]
     rounds: list[dict[str, Any]] = []
     for name, fabric in fabrics.items():
         members = fabric["hosts"]

@@ -39,7 +39,7 @@ def test_all_pairs_is_a_round_robin_tournament(n: int) -> None:
     pairs = [frozenset(p) for r in rounds for p in r]
     assert len(pairs) == len(set(pairs)) == n * (n - 1) // 2  # every unordered pair exactly once
     assert all(len(r) == n // 2 for r in rounds)  # N/2 pairs, one node idle for odd N
-    sends = Counter(c for r in rounds for c, _ in r)
+    sends = Counter(c for r in rounds for c, _server in r)
     assert n < 2 or max(sends.values()) - min(sends.get(h, 0) for h in nodes) <= 1  # each sends in half its pairs
 
 
