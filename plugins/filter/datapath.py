@@ -8,6 +8,7 @@ Documentation: one YAML file per filter next to this file.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -99,6 +100,15 @@ def roce_mtu(mtu: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def controller_path(path: Any) -> str:
+    """An absolute path on the controller: as given when absolute, else relative to the directory
+    ansible-playbook was started in (modules on the controller run in the playbook's directory, so a
+    relative report directory would otherwise land below playbooks/)."""
+    if not isinstance(path, str) or not path:
+        raise AnsibleFilterError(f"controller_path: expected a non-empty path string, got {path!r}")
+    return os.path.normpath(os.path.abspath(os.path.expanduser(path)))
+
+
 class FilterModule:
     """aiinfra.datapath spec filters."""
 
@@ -109,4 +119,5 @@ class FilterModule:
             "plan_summary": plan_summary,
             "roce_tos": roce_tos,
             "roce_mtu": roce_mtu,
+            "controller_path": controller_path,
         }
