@@ -177,7 +177,8 @@ def socket_buffer_findings(fabric: str, pairs: Sequence[Row], expected: float | 
         p["attributed_to"] = p["attributed_to"] or host
     out = []
     for host, rows in sorted(blamed.items()):
-        need = max(r["bdp_bytes"] for r in rows)
+        top = max(rows, key=lambda r: r["bdp_bytes"])
+        need = top["bdp_bytes"]
         want = 1 << max(need - 1, 1).bit_length()
         keys = sorted({r["key"] for r in rows})
         worst = min(rows, key=lambda r: r["window_bytes"])
@@ -185,7 +186,7 @@ def socket_buffer_findings(fabric: str, pairs: Sequence[Row], expected: float | 
             "socket-buffers", host,
             f"{len(rows)} pair(s) of {host} on {fabric} run at about streams x window / RTT: the {' and '.join(keys)} "
             f"maximum ({worst['window_bytes']} bytes) is below the bandwidth-delay product ({need} bytes at "
-            f"{_r(expected)} Gbit/s and {worst['rtt_ms'] or worst['p99_ms']} ms)",
+            f"{_r(expected)} Gbit/s and an RTT of {top['rtt_ms'] or top['p99_ms']} ms)",
             f"raise the maximum (third value) of net.ipv4.tcp_rmem and net.ipv4.tcp_wmem to at least {want} in the "
             f"spec's sysctl (profiles[].sysctl, e.g. net.ipv4.tcp_rmem: \"4096 131072 {want}\"; net.core.rmem_max/"
             "wmem_max for applications that set SO_RCVBUF/SO_SNDBUF) and apply it with site.yml",
@@ -270,13 +271,29 @@ def attribute(pairs: Sequence[Row], named: Iterable[str]) -> None:
                 p["attributed_to"] = ends[0]
 
 
+# gate -> (unit, comparison that failed)
+GATE_UNITS = {"min_gbit_s": (" Gbit/s", "<"), "outlier_ratio": (" Gbit/s", "<"), "max_retransmit_share": ("", ">"),
+              "max_loss_pct": (" %", ">"), "max_p99_ms": (" ms", ">"), "min_read_mib_s": (" MiB/s", "<"),
+              "max_p99_us_qd1": (" µs", ">"), "max_p99_us_qd32": (" µs", ">"), "min_iops_qd32": (" IOPS", "<")}
+
+
+def gate_text(gates: Sequence[Mapping[str, Any]]) -> str:
+    """'min_gbit_s 0.199 Gbit/s < 1.0 Gbit/s, outlier_ratio 0.199 Gbit/s < 2.264 Gbit/s': value, then the limit
+    it missed (for outlier_ratio the limit is the ratio times the reference, in the metric's unit)."""
+    out = []
+    for g in gates:
+        unit, side = GATE_UNITS.get(g["gate"], ("", "vs"))
+        out.append(f"{g['gate']} {g['value']}{unit} {side} {g['limit']}{unit}")
+    return ", ".join(out)
+
+
 def gate_findings(fabric: str, pairs: Sequence[Row]) -> list[dict[str, Any]]:
     out = []
     for p in pairs:
         if p["status"] != "fail":
             continue
         host = p["attributed_to"] or p["client"]
-        text = ", ".join(f"{g['gate']} {g['value']} (limit {g['limit']})" for g in p["failed_gates"])
+        text = gate_text(p["failed_gates"])
         blamed = f"; attributed to {host}" if p["attributed_to"] else ""
         out.append(finding("gate", host, f"pair {p['client']} -> {p['server']} on {fabric} fails {text}{blamed}",
                            "see the bottleneck finding of the same host and fabric; without one, the path between "
@@ -379,7 +396,7 @@ def storage_findings(rows: Sequence[Row], gates: Mapping[str, Any], ratio: float
         if row["failed_gates"]:
             row["status"] = "fail"
         if absolute:
-            text = ", ".join(f"{g['gate']} {g['value']} (limit {g['limit']})" for g in absolute)
+            text = gate_text(absolute)
             out.append(finding("gate", row["host"], f"storage {row['name']} ({row['path']}) fails {text}",
                                "see slow-device for the same host; else compare with the device's datasheet",
                                {"target": row["name"], "gates": absolute}, device=row["path"], probe="storage"))

@@ -312,8 +312,7 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
         rows = sorted((p for p in report["pairs"] if p["fabric"] == name),
                       key=lambda p: ({"error": 0, "fail": 1}.get(p["status"], 2), p["id"]))
         for p in rows[:max_rows]:
-            detail = p["error"] or ", ".join(f"{g['gate']} {g['value']} (limit {g['limit']})"
-                                             for g in p["failed_gates"])
+            detail = p["error"] or F.gate_text(p["failed_gates"])
             lines.append("| " + " | ".join(_cell(v) for v in (
                 p["id"], p["round"], p["gbit_per_s"], p["retransmit_share"], p["loss_pct"], p["p50_ms"], p["p99_ms"],
                 p["status"], detail or None)) + " |")

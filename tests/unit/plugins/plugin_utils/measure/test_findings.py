@@ -235,7 +235,7 @@ def test_storage_gates_and_errors() -> None:
     rep = build_report(sched, hosts_)
     gates = [f for f in rep["findings"] if f["kind"] == "gate"]
     assert {f["host"] for f in gates} == {"node1", "node2", "node3", "node4"}
-    assert all("min_read_mib_s 2000.0 (limit 3000.0)" in f["reason"] for f in gates)
+    assert all("min_read_mib_s 2000.0 MiB/s < 3000.0 MiB/s" in f["reason"] for f in gates)
     errors = [f for f in rep["findings"] if f["kind"] == "probe-error"]
     assert [(f["host"], f["device"]) for f in errors] == [("node1", "/dev/loop1")]
 
