@@ -67,6 +67,16 @@ def lab_spec(state: dict[str, Any]) -> dict[str, Any]:
     hosts = {node: {"storage": {"devices": [info["nvme"]], **storage_base},
                     "k8s": {"local_volume_class": "local-nvme"}}
              for node, info in state["nodes"].items()}
+    # playbooks/measure.yml on the lab (docs/measure.md): every pair, short loads, a test file that fits
+    # the smallest lab NVMe. The RDMA fabrics' expected rate (min_gbit_s) is what a veth pair carries even
+    # through the lab's userspace delay relay on a busy 2-core machine; it also sizes the socket-buffer
+    # check (bandwidth-delay product). A low relative gate, as the relay itself is several times slower
+    # than a direct veth pair.
+    measure: dict[str, Any] = {
+        "mode": "all-pairs", "duration": 3, "streams": 4,
+        "storage": {"test_file_size": "64MiB"},
+        "gates": {"fabrics": {f["name"]: {"min_gbit_s": 0.5} for f in state["fabrics"][1:]}, "outlier_ratio": 0.1},
+    }
     return {
         "datapath": {
             "version": 1,
@@ -83,6 +93,7 @@ def lab_spec(state: dict[str, Any]) -> dict[str, Any]:
                 "k8s": {"labels": {"aiinfra.io/lab": "true"}},
             }],
             "hosts": hosts,
+            "measure": measure,
         }
     }
 
