@@ -14,6 +14,9 @@ APT_PACKAGES=(
   systemd udev netplan.io ifupdown
   # the measurement tools the probes use when chosen (bench/bench_measure.py compares with iperf3)
   iperf3 fio
+  # promtool checks the metrics files, alert rules and rule tests (tests/interop/test_telemetry.py);
+  # node_exporter runs only inside lab nodes, started by tests (tests/integration/test_telemetry_lab.py)
+  prometheus prometheus-node-exporter
 )
 
 missing=()
@@ -39,6 +42,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   [ "$own_policy" = 1 ] && rm -f "$policy"
   trap - EXIT
+  # prometheus and node_exporter are tools here, never services of the host: the units they
+  # just installed do not start at boot either
+  if [ -d /run/systemd/system ]; then
+    for unit in prometheus prometheus-node-exporter; do
+      case " ${missing[*]} " in
+        *" $unit "*) systemctl disable --now "$unit" >/dev/null 2>&1 || true ;;
+      esac
+    done
+  fi
 fi
 
 PY=${PYTHON:-python3}
