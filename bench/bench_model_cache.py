@@ -18,8 +18,15 @@ every node's NVMe cache is laid out with nvme_layout, then:
     nodes write to the host's one disk, so without a cap the disk, not the network, sets the
     aggregate rate; the page cache absorbs bursts, which the peak shows.
 
-Prints one `name: value` line per figure; ratios come from the same run (median of --rounds;
-`_best`: fastest of each). Run as root: `.venv/bin/python bench/bench_model_cache.py`. The lab
+(c) first, without the lab (also alone with --host-only): the verified copy of the same files on
+    this host's disk, side by side in one run: the engine's kernel copy, the buffered pipeline it
+    replaced for local files (Transfer(kernel_copy=False)), and `cp --sparse=never` + `sync`.
+
+Prints one `name: value` line per figure, with its goal next to it where issue 18 set one;
+ratios come from the same run (median of --rounds; `_best`: fastest of each; `_spread_pct`:
+slowest minus fastest round over the median). From a local path the module copies in the kernel
+(copy_file_range, else sendfile) and hashes each chunk as read back from the copy
+(transfer.kernel_copy). Run as root: `.venv/bin/python bench/bench_model_cache.py`. The lab
 and the source files are always removed.
 """
 
@@ -47,6 +54,15 @@ SCRATCH = MOUNT + "/raw"
 PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "model_cache.yml")
 BIN = os.path.join(REPO, ".venv", "bin")
 MIB = 1 << 20
+# issue 18: a verified copy close to the plain copy made as durable, and steady from run to run
+GOALS = {"model_cache_vs_cp_ratio": ">= 0.9", "model_cache_vs_curl_ratio": ">= 0.9",
+         "host_verified_copy_kernel_vs_cp_ratio": ">= 0.9",
+         "model_cache_http_spread_pct": "< 10", "model_cache_file_spread_pct": "< 10"}
+
+
+def spread(times: list[float]) -> float:
+    """(slowest - fastest) / median of the rounds, in percent."""
+    return 100.0 * (max(times) - min(times)) / statistics.median(times)
 
 
 def make_model(base: str, size: int) -> list[dict[str, Any]]:
@@ -192,6 +208,64 @@ class Bench:
         return time.perf_counter() - t0
 
 
+def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, scratch: str) -> list[tuple[str, str]]:
+    """(c) The verified copy alone, on this host's disk, side by side in one run: the engine's
+    kernel copy (copy_file_range/sendfile, each chunk hashed as read back from the copy), the
+    buffered pipeline it replaced for local files (read, hash, write in three threads), and
+    `cp --sparse=never` + `sync`. Each round removes the copies and syncs first."""
+    sys.path.insert(0, os.path.join(REPO, ".collections"))
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import transfer
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import LocalSource
+
+    item = {"what": "bench", "name": "bench", "version": "1"}
+    total = sum(f["size"] for f in files)
+
+    def reset() -> None:
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.makedirs(scratch)
+        subprocess.run(["sync"], check=True)
+
+    def engine(kernel: bool) -> float:
+        reset()
+        run = transfer.Transfer(kernel_copy=kernel)
+        t0 = time.perf_counter()
+        for f in files:
+            entry = {"path": f["path"], "sha256": f["sha256"], "expected_size": f["size"]}
+            run.fetch_file(item, LocalSource(model_dir), scratch, entry)
+        return time.perf_counter() - t0
+
+    def cp() -> float:
+        reset()
+        dests = [os.path.join(scratch, f["path"]) for f in files]
+        for d in dests:
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+        t0 = time.perf_counter()
+        for f, d in zip(files, dests, strict=True):
+            subprocess.run(["cp", "--sparse=never", os.path.join(model_dir, f["path"]), d], check=True)
+        subprocess.run(["sync", *dests], check=True)
+        return time.perf_counter() - t0
+
+    times: dict[str, list[float]] = {"kernel": [], "buffered": [], "cp": []}
+    try:
+        for i in range(rounds):
+            order = ["kernel", "buffered", "cp"]
+            for how in (order if i % 2 == 0 else order[::-1]):
+                times[how].append(engine(how == "kernel") if how != "cp" else cp())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    mib = total / MIB
+    rate = {k: mib / statistics.median(v) for k, v in times.items()}
+    return [
+        ("host_copy_bytes", str(total)),
+        ("host_verified_copy_kernel_MiBps", f"{rate['kernel']:.0f}"),
+        ("host_verified_copy_buffered_MiBps", f"{rate['buffered']:.0f}"),
+        ("host_cp_sync_MiBps", f"{rate['cp']:.0f}"),
+        ("host_verified_copy_kernel_vs_cp_ratio", f"{rate['kernel'] / rate['cp']:.3f}"),
+        ("host_verified_copy_buffered_vs_cp_ratio", f"{rate['buffered'] / rate['cp']:.3f}"),
+        ("host_verified_copy_kernel_spread_pct", f"{spread(times['kernel']):.1f}"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--name", default="dpmb")
@@ -200,6 +274,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--throttle", type=int, default=2, help="concurrency limit of the limited run")
     parser.add_argument("--bandwidth-mib", type=int, default=64, help="per-node cap (MiB/s) of the capped runs")
+    parser.add_argument("--host-only", action="store_true", help="only (c): the verified copy on this host, no lab")
     args = parser.parse_args()
     lab = Lab(args.name)
     inv = os.path.join(REPO, ".cache", "bench", args.name)
@@ -210,6 +285,11 @@ def main() -> int:
     figures: list[tuple[str, str]] = []
     try:
         files = make_model(os.path.join(src, "model"), args.size_mib * MIB)
+        figures += host_copy_figures(os.path.join(src, "model"), files, args.rounds, src + "-copy")
+        if args.host_only:
+            for name, value in figures:
+                print(f"{name}: {value}" + (f" (goal {GOALS[name]})" if name in GOALS else ""))
+            return 0
         nvme = f"{max(2, (args.size_mib * 3) // 1024 + 1)}G"
         state = lab.up(LabConfig(name=args.name, nodes=args.nodes, nvme_size=nvme, inventory_dir=inv,
                                  server=("src", "rdma")), log=lambda *_: None)
@@ -245,6 +325,8 @@ def main() -> int:
             ("cp_sync_node_MiBps", f"{rate['cp']:.0f}"),
             ("model_cache_vs_cp_ratio", f"{rate['mc_file'] / rate['cp']:.3f}"),
             ("model_cache_vs_cp_ratio_best", f"{min(times['cp']) / min(times['mc_file']):.3f}"),
+            ("model_cache_http_spread_pct", f"{spread(times['mc_http']):.1f}"),
+            ("model_cache_file_spread_pct", f"{spread(times['mc_file']):.1f}"),
             ("model_cache_ansible_call_median_s", f"{statistics.median(walls):.2f}"),
         ]
 
@@ -290,7 +372,7 @@ def main() -> int:
         lab.down(log=lambda *_: None)
         shutil.rmtree(src, ignore_errors=True)
     for name, value in figures:
-        print(f"{name}: {value}")
+        print(f"{name}: {value}" + (f" (goal {GOALS[name]})" if name in GOALS else ""))
     return 0
 
 

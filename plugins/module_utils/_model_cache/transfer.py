@@ -3,8 +3,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Model cache transfer (stdlib only): the verified copy of one file into its ``.part``.
 
-The copy loop is a three-stage pipeline over a small pool of large buffers: a reader thread
-fills a buffer from the source (``readinto``: socket ``recv_into`` or file ``read``), a
+From a local file (:func:`kernel_copy`) the kernel copies (copy_file_range, else sendfile) chunk
+by chunk while a second thread hashes each chunk as read back from the destination, so the digest
+is of the bytes written and the data is not copied through Python on the way in
+(bench/bench_model_cache.py compares it with ``cp`` + ``sync``).
+
+From anything else the copy loop is a three-stage pipeline over a small pool of large buffers:
+a reader thread fills a buffer from the source (``readinto``: socket ``recv_into`` or file ``read``), a
 hasher thread feeds it to sha256, the calling thread writes it. Each stage releases the GIL
 on large buffers (socket I/O, OpenSSL's sha256 above 2 KiB, ``write``), so on a node with a
 few cores the three overlap and verifying costs little over a plain copy. Every
@@ -25,6 +30,7 @@ import hashlib
 import os
 import queue
 import socket
+import stat
 import threading
 import time
 
@@ -255,15 +261,119 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
     return copied
 
 
+_NO_KERNEL_COPY = (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF, errno.ENOTSUP)
+
+
+def _kernel_copy_chunk(src, dst, count, state):
+    """Copy up to ``count`` bytes from ``src``'s to ``dst``'s file position inside the kernel:
+    copy_file_range (same file system type; xfs may share the blocks), else sendfile (any two
+    files), advancing both positions. ``state`` remembers which call works. Returns the bytes
+    copied (0: end of the source)."""
+    if state.get("how", "copy_file_range") == "copy_file_range" and hasattr(os, "copy_file_range"):
+        try:
+            return os.copy_file_range(src, dst, count)
+        except OSError as exc:
+            if exc.errno not in _NO_KERNEL_COPY:
+                raise
+            state["how"] = "sendfile"
+    try:
+        return os.sendfile(dst, src, None, count)
+    except OSError as exc:
+        if exc.errno in _NO_KERNEL_COPY + (errno.ENOTSOCK,) and not state.get("copied"):
+            raise _NoKernelCopy()  # neither works here: the caller copies through its own buffers
+        raise
+
+
+class _NoKernelCopy(Exception):
+    """Neither copy_file_range nor sendfile can copy between these two files."""
+
+
+def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, ahead=BUFFERS):
+    """Copy the file ``src`` (a descriptor, from its position) to ``fd`` (from its position) in
+    the kernel, chunk by chunk, while a second thread reads each copied chunk back from the
+    destination (``read_fd``, open for reading on the same file; the pages are still in the page
+    cache) and updates ``digest``: the digest is of the bytes written, and the data is not copied
+    through this process on the way in. At most ``ahead`` chunks wait to be hashed, so the pages
+    read back are recent. (Mapping them with mmap instead of pread measured the same here, and a
+    page that cannot be read would then kill the process with SIGBUS instead of raising EIO.)
+
+    ``limit``: bytes to copy at most (None: to EOF); ``bucket``: a TokenBucket. Returns bytes
+    copied; on an error, what was copied before it is hashed first (a retry resumes there).
+    """
+    if bucket is not None:
+        chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
+    pending = queue.Queue(maxsize=max(1, ahead))
+    failed = []
+
+    def hasher():
+        buf = bytearray(chunk)
+        view = memoryview(buf)
+        while True:
+            item = pending.get()
+            if item is None:
+                return
+            if failed:
+                continue  # drain: the copier must never block on a full queue
+            offset, n = item
+            try:
+                done = 0
+                while done < n:
+                    got = os.preadv(read_fd, [view[done:n]], offset + done)
+                    if not got:
+                        raise OSError(errno.EIO, "the copy is shorter than written at byte %d" % (offset + done))
+                    done += got
+                digest.update(view[:n])
+            except BaseException as exc:  # raised by the copier
+                failed.append(exc)
+
+    thread = threading.Thread(target=hasher, name="model-cache-hash")
+    thread.daemon = True
+    thread.start()
+    base = os.lseek(fd, 0, os.SEEK_CUR)
+    copied = flushed = 0
+    state = {}
+    try:
+        while (limit is None or copied < limit) and not failed:
+            want = chunk if limit is None else min(chunk, limit - copied)
+            n = _kernel_copy_chunk(src, fd, want, state)
+            if not n:
+                break
+            pending.put((base + copied, n))
+            copied += n
+            state["copied"] = copied
+            if bucket is not None:
+                bucket.consume(n)
+            if copied - flushed >= WRITEBACK_EVERY:
+                start_writeback(fd, base + flushed, copied - flushed)
+                flushed = copied
+    finally:
+        pending.put(None)
+        thread.join()
+    if failed:
+        raise failed[0]
+    return copied
+
+
+def _is_file(stream):
+    """``stream`` wraps a regular file's descriptor (what the kernel copy needs)."""
+    try:
+        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 class Transfer(object):
     """Retries, bandwidth cap and resume of the copies of one run.
 
     ``retries``: how often a transient source error is retried (each retry resumes where the
     transfer stopped); ``rate``: bytes/s read from the sources (0: unlimited); ``dir_mode``:
-    mode of the staging directories created; ``warn(msg)``: a warning for the result.
+    mode of the staging directories created; ``warn(msg)``: a warning for the result;
+    ``kernel_copy``: copy local files in the kernel (:func:`kernel_copy`; False: the buffered
+    pipeline, as before, which bench/bench_model_cache.py times beside it).
     """
 
-    def __init__(self, retries=3, rate=0, dir_mode=0o755, warn=None):
+    def __init__(self, retries=3, rate=0, dir_mode=0o755, warn=None, kernel_copy=True):
+        self.kernel_copy = kernel_copy  # False: local files too go through the buffered pipeline
         self.retries = int(retries)
         self.bucket = TokenBucket(rate) if rate > 0 else None
         self.dir_mode = dir_mode
@@ -307,6 +417,8 @@ class Transfer(object):
         resumed = have
         moved = 0
         fd = os.open(part, os.O_WRONLY | os.O_CREAT, 0o600)
+        read_fd = (os.open(part, os.O_RDONLY)
+                   if self.kernel_copy and getattr(source, "kind", None) == "local" else None)
         try:
             os.lseek(fd, have, os.SEEK_SET)
             offset = have
@@ -332,8 +444,17 @@ class Transfer(object):
                         # only a file of unknown size is watched while it is written. (Free space
                         # read while writing is not exact: xfs reserves speculative preallocation
                         # beyond the end of a growing file, and trims it on close.)
-                        n = stream_copy(stream, fd, digest, limit=limit, bucket=self.bucket,
-                                        space_check=space_check if expected is None else None)
+                        n = None
+                        if read_fd is not None and expected is not None and _is_file(stream):
+                            # a local file: copied in the kernel, hashed as read back from the copy
+                            try:
+                                n = kernel_copy(stream.fileno(), fd, read_fd, digest, limit=limit,
+                                                bucket=self.bucket)
+                            except _NoKernelCopy:
+                                pass
+                        if n is None:
+                            n = stream_copy(stream, fd, digest, limit=limit, bucket=self.bucket,
+                                            space_check=space_check if expected is None else None)
                     finally:
                         stream.close()
                     offset += n
@@ -360,6 +481,8 @@ class Transfer(object):
             os.fsync(fd)
         finally:
             os.close(fd)
+            if read_fd is not None:
+                os.close(read_fd)
         actual = digest.hexdigest()
         size = os.path.getsize(part)
         if actual != entry["sha256"] or (expected is not None and size != expected):

@@ -7,12 +7,14 @@ cannot read, unknown host, ...).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import gc
 import json
 import re
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from .api import dumps_plan, parse_spec, validate_inventory, validate_spec
@@ -176,6 +178,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _without_cyclic_gc() -> Iterator[None]:
+    """The inventory, specs and plans are trees, yet the cyclic garbage collector walks every object
+    again each time enough have been allocated: with 100,000 hosts that was half of the time. The
+    command makes no cycles worth collecting; the collector is back on afterwards (in-process callers)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = build_parser()
     try:
@@ -184,7 +200,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_OK if exc.code == 0 else EXIT_UNUSABLE
     stream = out or sys.stdout
     try:
-        return int(args.func(args, stream))
+        with _without_cyclic_gc():
+            return int(args.func(args, stream))
     except LoadError as exc:
         sys.stderr.write(f"datapath: {exc}\n")
         return EXIT_UNUSABLE

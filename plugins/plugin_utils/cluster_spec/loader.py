@@ -24,13 +24,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 try:
     import yaml
-    from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent
+    from yaml.events import (
+        AliasEvent,
+        CollectionEndEvent,
+        CollectionStartEvent,
+        DocumentEndEvent,
+        DocumentStartEvent,
+        MappingEndEvent,
+        MappingStartEvent,
+        ScalarEvent,
+        SequenceEndEvent,
+        SequenceStartEvent,
+        StreamEndEvent,
+    )
+    from yaml.nodes import ScalarNode
 
     _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml, as ansible-core uses it
     YAMLError = yaml.YAMLError
@@ -41,6 +56,8 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
         """Never raised: stands in so that this module imports without PyYAML."""
 
     AliasEvent = CollectionEndEvent = CollectionStartEvent = YAMLError
+    DocumentEndEvent = DocumentStartEvent = MappingEndEvent = MappingStartEvent = ScalarEvent = YAMLError
+    SequenceEndEvent = SequenceStartEvent = StreamEndEvent = ScalarNode = YAMLError
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
@@ -96,12 +113,14 @@ def _first_line(exc: Exception) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def _expanded_size(root: Any, memo: dict[int, int] | None = None, limit: int = MAX_NODES) -> int:
+def _expanded_size(root: Any, memo: dict[int, int] | None = None, limit: int | None = None) -> int:
     """Number of nodes once aliases are expanded; raises LoadError on cycles, bombs, deep nesting.
 
     ``memo`` may be shared between calls on values that share parts (Ansible's host variables).
+    ``limit`` defaults to MAX_NODES.
     """
     memo = {} if memo is None else memo
+    limit = MAX_NODES if limit is None else limit
     on_stack: set[int] = set()
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
@@ -145,10 +164,136 @@ def _bracket_depth(text: str) -> int:
     return deepest
 
 
+# --------------------------------------------------------------------------- the event builder
+BUILDERS = ("events", "pyyaml")
+"""How a document becomes Python data (environment variable DATAPATH_YAML_BUILDER):
+
+* ``events`` (default): libyaml's parser events, built into dicts and lists by :func:`_build`, a
+  single loop that also counts depth and nodes, so no guard needs a second pass. It builds only
+  the plain subset (no anchor, alias, explicit tag, merge key, timestamp or collection as a key,
+  one document, at most ``_FAST_DEPTH`` levels); it hands anything else, and any error, to
+* ``pyyaml``: PyYAML's composer and SafeConstructor (Python code) over the same parser, then
+  :func:`_expanded_size`. Every error message comes from this path, so both give the same data
+  and the same errors (tests/unit/plugins/plugin_utils/cluster_spec/test_loader_fast.py).
+"""
+_FAST_DEPTH = MAX_DEPTH // 2
+_NULL, _BOOL, _INT, _FLOAT, _STR = (f"tag:yaml.org,2002:{t}" for t in ("null", "bool", "int", "float", "str"))
+_SIMPLE_TAGS = frozenset({_NULL, _BOOL, _INT, _FLOAT})
+
+
+class _Decline(Exception):
+    """The event builder does not build this document: the PyYAML path reads it."""
+
+
+_DECLINE = _Decline()
+
+
+def _builder() -> str:
+    name = os.environ.get("DATAPATH_YAML_BUILDER", "events") or "events"
+    if name not in BUILDERS:
+        raise LoadError(f"DATAPATH_YAML_BUILDER={name!r}: use one of {', '.join(BUILDERS)}")
+    return name
+
+
+def _build(text: str) -> Any:
+    """The document of ``text`` as PyYAML's SafeLoader builds it, from parser events; raises
+    :class:`_Decline` outside the plain subset (see BUILDERS) or on any error."""
+    loader = _SafeLoader(text)
+    # A plain scalar is resolved as the loader resolves it (YAML 1.1 implicit types); only those
+    # whose first character starts an implicit type need it, and each distinct one is built once.
+    first_chars = frozenset(k for k in loader.yaml_implicit_resolvers if k)
+    wildcard = None in loader.yaml_implicit_resolvers
+    resolve = loader.resolve
+    constructors = loader.yaml_constructors
+    built: dict[str, Any] = {}
+    miss = _DECLINE
+    try:
+        get = loader.get_event
+        get()  # StreamStartEvent
+        event = get()
+        if type(event) is StreamEndEvent:
+            return None
+        if type(event) is not DocumentStartEvent:
+            raise _DECLINE
+        holder: list[Any] = []
+        stack: list[Any] = []  # the open collections above ``cur``
+        cur: Any = holder
+        is_map = False
+        key: Any = miss  # a mapping's key waiting for its value
+        nodes = 0
+        max_nodes = MAX_NODES
+        max_depth = _FAST_DEPTH
+        while True:
+            event = get()
+            kind = type(event)
+            if kind is ScalarEvent:
+                if event.anchor is not None or event.tag is not None:
+                    raise _DECLINE
+                nodes += 1
+                value = event.value
+                if event.implicit[0] and (wildcard or not value or value[0] in first_chars):
+                    found = built.get(value, miss)
+                    if found is miss:
+                        tag = resolve(ScalarNode, value, (True, False))
+                        if tag in _SIMPLE_TAGS:
+                            found = constructors[tag](loader, ScalarNode(tag, value))
+                        elif tag != _STR:
+                            raise _DECLINE  # timestamp, merge key `<<`, value `=`: the PyYAML path
+                        else:
+                            found = value
+                        built[value] = found
+                    value = found
+                if not is_map:
+                    cur.append(value)
+                elif key is miss:
+                    key = value
+                else:
+                    cur[key] = value
+                    key = miss
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                if event.anchor is not None or event.tag is not None or (is_map and key is miss):
+                    raise _DECLINE  # anchored, tagged, or a collection as a mapping key
+                nodes += 1
+                new: Any = {} if kind is MappingStartEvent else []
+                if is_map:
+                    cur[key] = new
+                    key = miss
+                else:
+                    cur.append(new)
+                stack.append(cur)
+                if len(stack) > max_depth:
+                    raise _DECLINE
+                cur = new
+                is_map = kind is MappingStartEvent
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                cur = stack.pop()
+                is_map = type(cur) is dict
+            elif kind is DocumentEndEvent:
+                break
+            else:  # AliasEvent
+                raise _DECLINE
+        if nodes > max_nodes or type(get()) is not StreamEndEvent:
+            raise _DECLINE  # too many nodes, or a second document: the PyYAML path says so
+        return holder[0]
+    except _Decline:
+        raise
+    except Exception:  # a parse error, an int too long to convert, ...: reported by the PyYAML path
+        raise _DECLINE from None
+    finally:
+        loader.dispose()
+
+
 def load_yaml_text(text: str, name: str = "<input>") -> Any:
     _need_yaml()
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise LoadError(f"{name}: larger than {MAX_BYTES} bytes")
+    if _builder() == "events":
+        with contextlib.suppress(_Decline):
+            return _build(text)
+    return _load_pyyaml(text, name)
+
+
+def _load_pyyaml(text: str, name: str) -> Any:
     if "&" in text or _bracket_depth(text) > MAX_DEPTH // 2:
         # Anchors (alias bombs) or enough brackets to nest deeply: count events before building
         # anything. Plain block YAML skips this pass; its depth is checked after loading.
@@ -226,7 +371,10 @@ class Inventory:
 
 def _finish(per_host: dict[str, tuple[list[str], dict[str, Any]]], source: str, reader: str,
             warnings: list[str]) -> Inventory:
-    """Split each host's `datapath` from its variables; the spec most hosts share is the main one."""
+    """Split each host's `datapath` from its variables; the spec most hosts share is the main one.
+
+    Each host's variables dict is its own (both readers build one per host): it is changed in place.
+    """
     if not per_host:
         raise LoadError(f"{source}: the inventory has no hosts")
     counts: dict[int, int] = {}
@@ -235,7 +383,6 @@ def _finish(per_host: dict[str, tuple[list[str], dict[str, Any]]], source: str, 
     specs: dict[str, Any] = {}
     for host in sorted(per_host):
         groups, hvars = per_host[host]
-        hvars = dict(hvars)
         value = hvars.pop("datapath", None)
         specs[host] = value
         hosts[host] = (groups, hvars)
@@ -251,10 +398,22 @@ def _finish(per_host: dict[str, tuple[list[str], dict[str, Any]]], source: str, 
 
 
 # --------------------------------------------------------------------------- the fast YAML reader
+def _ignored() -> re.Pattern[bytes]:
+    """ansible-core's ``ansible.inventory.manager.IGNORED``, built by the same expression from its
+    settings without importing the inventory manager (a sixth of a small run's time); a unit test
+    checks that both are the same pattern."""
+    from ansible import constants as C
+    from ansible.module_utils.common.text.converters import to_bytes
+    always = [br"^\.", b"^host_vars$", b"^group_vars$", b"^vars_plugins$"]
+    patterns = [to_bytes(x) for x in C.INVENTORY_IGNORE_PATTERNS]
+    exts = [b"%s$" % to_bytes(re.escape(x)) for x in C.INVENTORY_IGNORE_EXTS]
+    return re.compile(b"|".join(always + patterns + exts))
+
+
 def _inventory_entries(directory: str) -> list[str]:
     """The directory entries ansible-core takes as inventory sources (its own ignore rules)."""
-    from ansible.inventory.manager import IGNORED
-    return [n for n in sorted(os.listdir(directory)) if not IGNORED.search(os.fsencode(n))]
+    ignored = _ignored()
+    return [n for n in sorted(os.listdir(directory)) if not ignored.search(os.fsencode(n))]
 
 
 def _plain_vars_dir(path: str) -> None:
@@ -316,23 +475,46 @@ class _FastReader:
             if name != "all" and not body.parents:
                 body.parents.append("all")
         out: dict[str, tuple[list[str], dict[str, Any]]] = {}
+        # Everything up to the host's own variables depends only on its groups: built once per set.
+        shared: dict[frozenset[str], tuple[list[str], dict[str, Any]]] = {}
+        host_files = self._host_vars_names()
         for host, direct in self.direct.items():
-            groups = self._ancestors(direct)
-            if groups - {"all", "ungrouped"}:
-                groups.discard("ungrouped")
-            else:
-                groups.add("ungrouped")
-            ordered = sorted(groups - {"all"}, key=lambda g: (self.depth(g), 1, g))
-            hvars: dict[str, Any] = dict(self.groups["all"].vars)
-            for group in ordered:
-                hvars.update(self.groups[group].vars)
-            hvars.update(self._vars_files("group_vars", "all"))
-            for group in ordered:
-                hvars.update(self._vars_files("group_vars", group))
-            hvars.update(self.inline.get(host, {}))
-            hvars.update(self._vars_files("host_vars", host))
-            out[host] = (sorted(groups - {"all"}), hvars)
+            key = frozenset(direct)
+            found = shared.get(key)
+            if found is None:
+                groups = self._ancestors(direct)
+                if groups - {"all", "ungrouped"}:
+                    groups.discard("ungrouped")
+                else:
+                    groups.add("ungrouped")
+                ordered = sorted(groups - {"all"}, key=lambda g: (self.depth(g), 1, g))
+                base: dict[str, Any] = dict(self.groups["all"].vars)
+                for group in ordered:
+                    base.update(self.groups[group].vars)
+                base.update(self._vars_files("group_vars", "all"))
+                for group in ordered:
+                    base.update(self._vars_files("group_vars", group))
+                found = shared[key] = (sorted(groups - {"all"}), base)
+            names, base = found
+            hvars = dict(base)
+            inline = self.inline.get(host)
+            if inline:
+                hvars.update(inline)
+            if host_files is None or (host_files and _may_exist(host, host_files)):
+                hvars.update(self._vars_files("host_vars", host))
+            out[host] = (list(names), hvars)
         return out
+
+    def _host_vars_names(self) -> frozenset[str] | None:
+        """The names in host_vars/ (folded, see :func:`_fold`); empty when there is no host_vars/,
+        None when it cannot be listed (then every host's files are looked up one by one)."""
+        path = os.path.join(self.basedir, "host_vars")
+        if not os.path.exists(path):
+            return frozenset()
+        try:
+            return frozenset(_fold(name) for name in os.listdir(path))
+        except OSError:
+            return None
 
     def _group(self, name: Any, body: Any, depth: int) -> None:
         if not isinstance(name, str) or not name or depth > GROUP_DEPTH:
@@ -359,21 +541,29 @@ class _FastReader:
                     if name not in self.groups[child].parents:
                         self.groups[child].parents.append(name)
             else:
-                for host, hvars in value.items():
-                    self._host(name, host, hvars)
+                self._hosts(name, value)
 
-    def _host(self, group: str, host: Any, hvars: Any) -> None:
-        # ranges (node[01:16]), ports (node:2222) and IPv6 are ansible-core's to expand
-        if not isinstance(host, str) or not host or any(c in host for c in "[]:") or host.startswith(os.sep):
-            raise _NotPlain(f"host pattern {host!r}")
-        if not isinstance(hvars, (dict, type(None))) or not all(isinstance(k, str) for k in hvars or {}):
-            raise _NotPlain(f"host {host!r}: variables")
-        if host not in self.direct and len(self.direct) >= HOST_LIMIT:
-            raise LoadError(f"{self.source}: more than {HOST_LIMIT} hosts")
-        direct = self.direct.setdefault(host, [])
-        if group not in direct:
-            direct.append(group)
-        self.inline.setdefault(host, {}).update(hvars or {})
+    def _hosts(self, group: str, hosts: dict[Any, Any]) -> None:
+        """The hosts of ``group`` (one loop: 100,000 hosts may pass here)."""
+        direct_of, inline_of, sep = self.direct, self.inline, os.sep
+        for host, hvars in hosts.items():
+            # ranges (node[01:16]), ports (node:2222) and IPv6 are ansible-core's to expand
+            if (not isinstance(host, str) or not host or "[" in host or "]" in host or ":" in host
+                    or host.startswith(sep)):
+                raise _NotPlain(f"host pattern {host!r}")
+            if hvars is not None and (not isinstance(hvars, dict) or not all(type(k) is str for k in hvars)):
+                raise _NotPlain(f"host {host!r}: variables")
+            direct = direct_of.get(host)
+            if direct is None:
+                if len(direct_of) >= HOST_LIMIT:
+                    raise LoadError(f"{self.source}: more than {HOST_LIMIT} hosts")
+                direct_of[host] = [group]
+                inline_of[host] = dict(hvars) if hvars else {}  # a copy: YAML aliases may share one dict
+            else:
+                if group not in direct:
+                    direct.append(group)
+                if hvars:
+                    inline_of[host].update(hvars)
 
     def _ancestors(self, groups: list[str]) -> set[str]:
         seen: set[str] = set()
@@ -423,6 +613,24 @@ class _FastReader:
             found.update(data)
         self._files[key] = found
         return found
+
+
+def _fold(name: str) -> str:
+    """Unicode's compatibility caseless form of a file name: names that a case- or
+    normalization-insensitive file system takes as one have the same form (and some others too)."""
+    nfkd = unicodedata.normalize
+    return nfkd("NFKD", nfkd("NFKD", nfkd("NFD", name).casefold()).casefold())
+
+
+def _may_exist(host: str, names: frozenset[str]) -> bool:
+    """False when none of host_vars/<host>{,.yml,.yaml,.json} can exist (``names``: the folded
+    listing of host_vars/); a name with a path separator is always looked up."""
+    if os.sep in host or (os.altsep and os.altsep in host) or host in (".", ".."):
+        return True
+    if host.isascii():  # the common case: its folded form is its lower case
+        lower = host.lower()
+        return any(lower + ext in names for ext in ("", ".yml", ".yaml", ".json"))
+    return any(_fold(host + ext) in names for ext in ("", ".yml", ".yaml", ".json"))
 
 
 def _dir_files(path: str) -> list[str]:
@@ -611,5 +819,5 @@ def load_target(target: str, reader: str = "auto") -> Inventory:
         raise LoadError(f"{target}: no top-level `datapath` key (a spec file), and as an inventory: {reason}") from None
 
 
-__all__ = ["Inventory", "LoadError", "READERS", "load_inventory", "load_spec_file", "load_target",
+__all__ = ["BUILDERS", "Inventory", "LoadError", "READERS", "load_inventory", "load_spec_file", "load_target",
            "load_yaml_file", "load_yaml_text"]

@@ -253,6 +253,16 @@ class Planner:
     def plan(self, host: str, groups: Sequence[str] = (), facts: Mapping[str, Any] | None = None,
              ) -> dict[str, Any]:
         """The plan of ``host``; raises :class:`SpecValidationError` naming the host on node errors."""
+        template = self.template(host, groups, facts)
+        plan = dict(template)
+        plan["host"] = host
+        plan["measure"] = measure_part(template["measure"], facts)
+        return plan
+
+    def template(self, host: str, groups: Sequence[str] = (), facts: Mapping[str, Any] | None = None,
+                 ) -> dict[str, Any]:
+        """What ``host``'s plan shares with the hosts of its shape (read-only; no ``host``, and the
+        ``measure`` part without its addresses); raises as :meth:`plan` does. Validation needs only this."""
         if not isinstance(host, str) or not host:
             raise SpecValidationError([SpecError("host", "host must be a non-empty string",
                                                  "pass inventory_hostname")])
@@ -279,10 +289,7 @@ class Planner:
             # Round-trip once so that the template is plain JSON data (str keys, no tuples).
             template = json.loads(json.dumps(build_plan(self.spec, "", eff, named)))
             self._cache[key] = template
-        plan = dict(template)
-        plan["host"] = host
-        plan["measure"] = measure_part(template["measure"], facts)
-        return plan
+        return template
 
 
 def deep_copy(value: Any) -> Any:

@@ -214,3 +214,119 @@ def test_retry_backs_off_then_names_the_file(monkeypatch):
     with pytest.raises(ModelCacheError, match="a failed after 3 attempts: HEAD http://x/a: HTTP 503"):
         transfer.Transfer(retries=2).retry(flaky, ITEM, "a")
     assert len(calls) == 3 and sleeps == [0.5, 1.0]
+
+
+# --------------------------------------------------------------------------- local files: the copy in the kernel
+
+def _local(tmp_path: Path, data: bytes):
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import LocalSource
+    (tmp_path / "src" / "d").mkdir(parents=True)
+    (tmp_path / "src" / "d" / "w").write_bytes(data)
+    return LocalSource(str(tmp_path / "src"))
+
+
+def _copy(tmp_path: Path, data: bytes, prefix: bytes = b"", **kwargs):
+    source = tmp_path / "source.bin"
+    source.write_bytes(data)
+    target = tmp_path / "out.bin"
+    target.write_bytes(prefix)
+    src = os.open(str(source), os.O_RDONLY)
+    fd = os.open(str(target), os.O_WRONLY)
+    read_fd = os.open(str(target), os.O_RDONLY)
+    try:
+        os.lseek(fd, len(prefix), os.SEEK_SET)
+        digest = hashlib.sha256()
+        copied = transfer.kernel_copy(src, fd, read_fd, digest, **kwargs)
+        position = os.lseek(fd, 0, os.SEEK_CUR)
+    finally:
+        for each in (src, fd, read_fd):
+            os.close(each)
+    return copied, digest, position, target.read_bytes()
+
+
+@pytest.mark.parametrize("chunk,ahead", [(64 << 10, 1), (1 << 20, 2), (8 << 20, 6)])
+def test_kernel_copy_hashes_what_was_written(tmp_path, chunk, ahead):
+    data = blob(5 * MiB + 12345)
+    copied, digest, position, written = _copy(tmp_path, data, prefix=b"p" * 100, chunk=chunk, ahead=ahead)
+    assert copied == len(data) and position == 100 + len(data)
+    assert written == b"p" * 100 + data
+    assert digest.hexdigest() == sha(data)  # the copied bytes only, as read back from the copy
+
+
+def test_kernel_copy_limit_and_cap(tmp_path):
+    clock = FakeClock()
+    bucket = transfer.TokenBucket(4 * MiB, burst=MiB, clock=clock, sleep=clock.sleep)
+    data = blob(3 * MiB)
+    copied, digest, _position, written = _copy(tmp_path, data, limit=2 * MiB + 7, bucket=bucket)
+    assert copied == 2 * MiB + 7 and written == data[:copied] and digest.hexdigest() == sha(data[:copied])
+    assert bucket.slept == pytest.approx((2 * MiB + 7 - MiB) / (4 * MiB))
+
+
+def test_kernel_copy_falls_back_to_sendfile(tmp_path, monkeypatch):
+    calls = []
+
+    def no_copy_file_range(*_args):
+        calls.append(1)
+        raise OSError(transfer.errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(transfer.os, "copy_file_range", no_copy_file_range, raising=False)
+    data = blob(3 * MiB)
+    copied, digest, _position, written = _copy(tmp_path, data, chunk=MiB)
+    assert copied == len(data) and written == data and digest.hexdigest() == sha(data)
+    assert calls == [1]  # tried once, then sendfile for every chunk
+
+
+def test_kernel_copy_error_after_hashing_what_was_copied(tmp_path, monkeypatch):
+    real = transfer.os.sendfile
+    monkeypatch.setattr(transfer.os, "copy_file_range", lambda *a: (_ for _ in ()).throw(OSError(22, "x")),
+                        raising=False)
+    sent = []
+
+    def sendfile(*args):
+        if sent:
+            raise OSError(transfer.errno.EIO, "disk gone")
+        sent.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(transfer.os, "sendfile", sendfile)
+    with pytest.raises(OSError, match="disk gone"):
+        _copy(tmp_path, blob(3 * MiB), chunk=MiB)
+
+
+def test_fetch_file_copies_a_local_file_in_the_kernel(tmp_path, monkeypatch):
+    calls = []
+    real = transfer.kernel_copy
+    monkeypatch.setattr(transfer, "kernel_copy", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    data = blob(3 * MiB)
+    part = tmp_path / "staging" / "d" / "w.part"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(data[:MiB])  # resumed: re-hashed, then the rest copied from byte MiB
+    entry = dict(path="d/w", sha256=sha(data), expected_size=len(data))
+    moved, resumed, size = transfer.Transfer().fetch_file(ITEM, _local(tmp_path, data), str(tmp_path / "staging"),
+                                                          entry)
+    assert calls == [1] and (moved, resumed, size) == (2 * MiB, MiB, len(data))
+    assert part.read_bytes() == data
+
+
+def test_fetch_file_local_mismatch_and_no_kernel_copy(tmp_path, monkeypatch):
+    data = blob(MiB)
+    entry = dict(path="d/w", sha256=sha(b"other"), expected_size=len(data))
+    with pytest.raises(ModelCacheError, match="checksum mismatch for d/w") as failed:
+        transfer.Transfer().fetch_file(ITEM, _local(tmp_path, data), str(tmp_path / "staging"), entry)
+    assert failed.value.result["actual_sha256"] == sha(data)
+    # neither copy_file_range nor sendfile between these files: the buffered pipeline copies
+    monkeypatch.setattr(transfer.os, "copy_file_range", lambda *a: (_ for _ in ()).throw(OSError(18, "x")),
+                        raising=False)
+    monkeypatch.setattr(transfer.os, "sendfile", lambda *a: (_ for _ in ()).throw(OSError(22, "x")))
+    entry = dict(path="d/w", sha256=sha(data), expected_size=len(data))
+    assert transfer.Transfer().fetch_file(ITEM, _local(tmp_path / "b", data), str(tmp_path / "s2"), entry)[2] == MiB
+    assert (tmp_path / "s2" / "d" / "w.part").read_bytes() == data
+
+
+def test_transfer_without_kernel_copy_uses_the_pipeline_for_local_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(transfer, "kernel_copy", lambda *a, **k: pytest.fail("kernel copy used"))
+    data = blob(2 * MiB)
+    entry = dict(path="d/w", sha256=sha(data), expected_size=len(data))
+    run = transfer.Transfer(kernel_copy=False)
+    assert run.fetch_file(ITEM, _local(tmp_path, data), str(tmp_path / "staging"), entry) == (len(data), 0, len(data))
+    assert (tmp_path / "staging" / "d" / "w.part").read_bytes() == data
