@@ -8,7 +8,8 @@ the parsers the configuring modules use, so that the audit compares what they co
 A section that cannot be read is ``None`` with the reason in ``unavailable``; nothing here
 raises for a missing subsystem. Tools (``ethtool``, ``devlink``, ``dcb``) run only for the
 ``firmware`` and ``qos`` sections and only for netdevs backed by a device
-(``/sys/class/net/IF/device``): virtual NICs are answered from sysfs alone.
+(``/sys/class/net/IF/device``): virtual NICs are answered from sysfs alone. The ``topology``
+section is ``node_topology``'s read (``lspci`` and ``nvidia-smi`` when installed).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,11 +38,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware imp
     DevlinkOutputError,
     parse_devlink_info,
 )
+from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology import NodeTopology
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import canonical_name, read_key
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
-            "storage", "nfd")
+            "storage", "nfd", "topology")
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 HUGEPAGES_ROOT = "/sys/kernel/mm/hugepages"
 NPRIO = 8
@@ -384,6 +386,12 @@ class DatapathFacts(Capability):
             labels.update(parsed)
         return {"directory": NFD_DIR, "files": files, "labels": labels}
 
+    def topology(self):
+        """``node_topology``'s ``topology`` (the same engine, default options); its notes go to ``notes``."""
+        state = NodeTopology({"lspci": True, "nvidia_smi": True}, self.node).read()
+        self.notes.extend("topology: %s" % note for note in state["notes"])
+        return state["topology"]
+
     # -- all ----------------------------------------------------------------------------
     def collect(self):
         facts = {"version": FACTS_VERSION, "gathered": [s for s in SECTIONS if s in self.gather]}
@@ -401,6 +409,7 @@ class DatapathFacts(Capability):
         facts["qos"] = self._section("qos", self.qos)
         facts["storage"] = self._section("storage", self.storage)
         facts["nfd"] = self._section("nfd", self.nfd)
+        facts["topology"] = self._section("topology", self.topology)
         facts["unavailable"] = dict(sorted(self.unavailable.items()))
         facts["notes"] = self.notes
         return facts

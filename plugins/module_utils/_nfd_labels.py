@@ -3,10 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Backend of ``nfd_labels``: node-feature-discovery labels from the plan and live facts.
 
-``read()`` collects the facts (cache mount and size, HugePage pools, live MTU per fabric)
-below a configurable root, ``plan()`` turns plan labels plus facts into the features file
-content, ``apply()`` writes it atomically (dot-file in the same directory, then rename: NFD
-skips dot-files, so it never reads a half-written file).
+``read()`` collects the facts (cache mount and size, HugePage pools, live MTU per fabric and,
+with ``topology``, ``node_topology``'s read of the GPUs and NICs) below a configurable root,
+``plan()`` turns plan labels plus facts into the features file content (and, with ``nccl_env``,
+the NCCL hints file), ``apply()`` writes it atomically (dot-file in the same directory, then
+rename: NFD skips dot-files, so it never reads a half-written file).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,6 +29,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_rules import
     namespace_error,
     nfd_label_error,
     parse_features_file,
+)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology import NodeTopology
+from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology_outputs import (
+    LABEL_PREFIX,
+    nccl_env,
+    topology_labels,
 )
 
 DEFAULT_FEATURES_FILE = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
@@ -108,12 +115,19 @@ class NfdLabels(Capability):
             prefix=dict(type="str", default="aiinfra.io"),
             extra_label_ns=dict(type="list", elements="str", default=[]),
             path=dict(type="path", default=DEFAULT_FEATURES_FILE),
+            topology=dict(type="bool", default=False),
+            nccl_env=dict(type="path"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
         )
 
     def validate(self):
         if not self.params["path"].startswith("/"):
             raise LabelError("nfd_labels: path must be absolute, got %r" % self.params["path"])
+        nccl = self.params.get("nccl_env")
+        if nccl and not nccl.startswith("/"):
+            raise LabelError("nfd_labels: nccl_env must be absolute, got %r" % nccl)
+        if nccl and not self.params.get("topology"):
+            raise LabelError("nfd_labels: nccl_env needs topology: true (the hints come from the node's topology)")
         self.extra_label_ns = list(self.params.get("extra_label_ns") or [])
         for namespace in self.extra_label_ns:
             error = namespace_error(namespace)
@@ -128,8 +142,16 @@ class NfdLabels(Capability):
 
     # ------------------------------------------------------------------ facts
     def read(self):
+        nccl = self.params.get("nccl_env")
         return dict(file=self.root.read_raw(self.params["path"]), cache=self._cache(),
-                    hugepages=self._hugepages(), fabrics=self._fabrics())
+                    hugepages=self._hugepages(), fabrics=self._fabrics(), topology=self._topology(),
+                    nccl_file=self.root.read_raw(nccl) if nccl else None)
+
+    def _topology(self):
+        """``node_topology``'s read (None without ``topology``); what it could not read stays unknown."""
+        if not self.params.get("topology"):
+            return None
+        return NodeTopology({"lspci": True, "nvidia_smi": True}, self.node).read()["topology"]
 
     def _cache(self):
         path = self.params["cache_mount"]
@@ -189,6 +211,7 @@ class NfdLabels(Capability):
 
     # ------------------------------------------------------------------ plan
     def plan(self, state):
+        self.nccl_text = None
         errors = []
         labels = {}
         for key, value in sorted((self.params["labels"] or {}).items()):
@@ -222,9 +245,17 @@ class NfdLabels(Capability):
                 raise LabelError("nfd_labels: the features file would not read back as written (%s); "
                                  "nothing was written" % "; ".join(problems or ["labels differ"]))
         self.after = after
-        if after == state["file"]:
-            return []
-        return [file_action(self.params["path"], state["file"], after, mode=0o644)]
+        actions = []
+        if after != state["file"]:
+            actions.append(file_action(self.params["path"], state["file"], after, mode=0o644))
+        nccl = self.params.get("nccl_env")
+        if nccl:
+            # no GPU with an RDMA NIC (or state absent): no hints, an earlier file goes
+            hints = nccl_env(state["topology"]) if after is not None and state["topology"] else None
+            self.nccl_text = hints
+            if hints != state["nccl_file"]:
+                actions.append(file_action(nccl, state["nccl_file"], hints, mode=0o644))
+        return actions
 
     def apply(self, state, actions):
         for action in actions:
@@ -243,12 +274,16 @@ class NfdLabels(Capability):
     def result(self, state, actions):
         return dict(labels=self.labels, path=self.params["path"], content=self.after,
                     cache=state["cache"], hugepages=state["hugepages"], fabrics=state["fabrics"],
-                    hugepages_changed=self.hugepages_changed(state))
+                    hugepages_changed=self.hugepages_changed(state),
+                    nccl_env=self.nccl_text)
 
 
 def derived_labels(prefix, facts):
-    """The labels the node's own state gives (cache, HugePages, fabric MTUs, RoCE readiness)."""
+    """The labels the node's own state gives (cache, HugePages, fabric MTUs, RoCE readiness and,
+    when the topology was read, GPU count, GPU to NIC affinity and GPUDirect readiness)."""
     out = {}
+    for key, value in topology_labels(facts.get("topology") or {}).items():
+        out["%s/%s" % (prefix, key[len(LABEL_PREFIX):])] = value
     cache = facts["cache"]
     if cache is not None:
         out["%s/nvme-cache" % prefix] = "true" if cache["mounted"] else "false"

@@ -16,15 +16,17 @@ description:
   - Reads, in one call and without changing anything, what the collection's other modules
     manage - sysctl values, HugePage pools per size and NUMA node, transparent HugePages,
     the running kernel command line, memory and NUMA nodes, network interfaces (MTU, state,
-    MAC, driver, speed, firmware), DCB/QoS state, storage (devices, mounts, fstab) and the
-    node-feature-discovery labels written on the node.
+    MAC, driver, speed, firmware), DCB/QoS state, storage (devices, mounts, fstab), the
+    node-feature-discovery labels written on the node and the GPU, NIC, NVMe and PCIe topology
+    (what M(aiinfra.datapath.node_topology) returns).
   - Returns them as the fact C(datapath_facts). The spec planner reads
     C(datapath_facts.memory_bytes) and C(datapath_facts.numa_nodes) from hostvars.
   - Never fails on a missing subsystem; such a section is V(null) and the reason is in
     C(datapath_facts.unavailable).
   - Runs no command for the sysfs/procfs sections. C(ethtool)/C(devlink) (firmware) and
     C(dcb) (qos) run only for netdevs backed by a device (C(/sys/class/net/IF/device));
-    virtual NICs such as veth are reported from sysfs, QoS as not supported.
+    virtual NICs such as veth are reported from sysfs, QoS as not supported. The topology section
+    runs C(lspci -vvv -D) and C(nvidia-smi) when they are installed, as M(aiinfra.datapath.node_topology) does.
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:
@@ -46,11 +48,11 @@ options:
     description:
       - Sections to collect. Sections not listed are V(null) in the result.
       - V(memory) fills C(memory_bytes) and C(numa_nodes); V(firmware) adds the firmware of
-        device-backed NICs to C(interfaces).
+        device-backed NICs to C(interfaces); V(topology) fills C(topology).
     type: list
     elements: str
-    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd]
-    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd]
+    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology]
+    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology]
   sysctl_keys:
     description:
       - Sysctl keys to read, dotted (V(net.ipv4.tcp_rmem)) or slashed (V(net/ipv4/tcp_rmem)).
@@ -79,6 +81,7 @@ seealso:
   - module: aiinfra.datapath.sysctl_profile
   - module: aiinfra.datapath.hugepages
   - module: aiinfra.datapath.nic_firmware
+  - module: aiinfra.datapath.node_topology
 """
 
 EXAMPLES = r"""
@@ -164,6 +167,15 @@ ansible_facts:
           type: dict
           sample: {"directory": "/etc/kubernetes/node-feature-discovery/features.d",
                    "labels": {"aiinfra.io/nvme-cache": "true"}}
+        topology:
+          description:
+            - The C(topology) of M(aiinfra.datapath.node_topology) (GPUs, NICs and NVMe devices with their
+              NUMA nodes, PCIe paths and links, GPU to NIC and NVMe pairing, IOMMU, GPUDirect pieces); its
+              notes (no GPU, a missing tool) go to C(notes), prefixed C(topology:).
+            - The audit turns it into findings (docs/topology.md).
+          type: dict
+          sample: {"gpus": [], "nics": [{"name": "eth0", "pci": "0000:00:03.0", "numa_node": 0, "rdma": []}],
+                   "nvme": [], "iommu": {"mode": "off"}}
         unavailable:
           description: Section -> why it could not be read.
           type: dict

@@ -107,6 +107,24 @@ options:
     description: The features file. NFD reads every non-dot file in C(features.d).
     type: path
     default: /etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath
+  topology:
+    description:
+      - Read the node's GPU, NIC and PCIe topology as M(aiinfra.datapath.node_topology) does (C(lspci)
+        and C(nvidia-smi) when installed) and add, on a node with GPUs, C(PREFIX/gpu-count),
+        C(PREFIX/gpu-nic-affinity) (the farthest class any GPU has to its nearest RDMA NIC, V(pix) ..
+        V(sys), V(none) when a GPU has none), C(PREFIX/gpudirect-rdma) (V(true) when a peer-memory module
+        is loaded, every GPU has an RDMA NIC and no ACS redirect is on those paths) and
+        C(PREFIX/gpudirect-storage). A node without GPUs gets none of them.
+    type: bool
+    default: false
+  nccl_env:
+    description:
+      - Also write this file of NCCL hints from the topology (needs O(topology)) - each GPU's nearest
+        RDMA devices in GPU (rail) order as C(AIINFRA_GPU<i>_HCA) and C(NCCL_IB_HCA="=mlx5_0,...")
+        (the leading C(=) makes NCCL match the names exactly). On a node without a GPU that has an
+        RDMA NIC, and with O(state=absent), the file is removed.
+      - Null writes no such file. The role passes C(/etc/aiinfra-datapath/nccl.env).
+    type: path
   state:
     description: C(absent) removes the file.
     type: str
@@ -141,6 +159,13 @@ EXAMPLES = r"""
     qos: "{{ datapath_plan['qos'] }}"
     roce_ready: {rail0: true, rail1: true}
   register: nfd
+
+- name: With the GPU topology labels and the NCCL hints file
+  aiinfra.datapath.nfd_labels:
+    labels: {}
+    topology: true
+    nccl_env: /etc/aiinfra-datapath/nccl.env
+  become: true
 
 - name: Remove the labels file
   aiinfra.datapath.nfd_labels:
@@ -184,7 +209,8 @@ fabrics:
 actions:
   description:
     - What the module did, or would do in check mode - one V(file) action when the features file
-      O(path) is written (or removed with O(state=absent)); C(before) and C(after) are its content.
+      O(path) is written (or removed with O(state=absent)), one for O(nccl_env) when it changes;
+      C(before) and C(after) are the content.
     - Each action is a dict - C(kind), C(target), C(before), C(after), C(destructive) (data is lost),
       C(reboot) (takes effect at the next boot) and C(text) (the line a person reads); see docs/architecture.md.
   returned: always
@@ -198,6 +224,11 @@ hugepages_changed:
   description: True when the HugePage pools differ from those recorded by the previous run (restart kubelet).
   returned: always
   type: bool
+nccl_env:
+  description: The content of O(nccl_env) written (null without O(nccl_env), or when there are no hints).
+  returned: always
+  type: str
+  sample: "NCCL_IB_HCA=\"=mlx5_0,mlx5_1\"\nAIINFRA_GPU0_HCA=mlx5_0\nAIINFRA_GPU1_HCA=mlx5_1\n"
 """
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main

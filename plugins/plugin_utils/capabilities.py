@@ -171,6 +171,8 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
         Knob("extra_label_ns", []),  # the namespaces the cluster's nfd-master lists in extraLabelNs
         Knob("path", "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath",
              old=("k8s_node_features_file",)),
+        Knob("topology", True),  # GPU/NIC labels from node_topology's read (none on a node without GPUs)
+        Knob("nccl_env", "/etc/aiinfra-datapath/nccl.env"),  # NCCL hints; null: not written
         Knob("restart_kubelet", False, old=("k8s_node_restart_kubelet",), module=False),
         Knob("kubelet_service", "kubelet", old=("k8s_node_kubelet_service",), module=False),
     )),

@@ -32,6 +32,8 @@ SOURCES = ("site", "audit", "measure", "model_cache")
 # the capabilities a converge and an audit report on (plugin_utils/audit/compare.py CAPABILITIES)
 CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware",
                 "nvme_layout", "nfd_labels")
+# an audit also reports the read-only topology (plugin_utils/audit/compare.py CAPABILITIES)
+AUDIT_CAPABILITIES = (*CAPABILITIES, "node_topology")
 PAGE_BYTES = {"2M": 2 * 1024 ** 2, "1G": 1024 ** 3}
 
 
@@ -233,10 +235,10 @@ def audit_families(findings: Any, plan: Any, facts: Any) -> list[dict[str, Any]]
     out = _Families("audit")
     rows = [_m(f) for f in _l(findings)]
     if findings is not None:
-        for cap in CAPABILITIES:
+        for cap in AUDIT_CAPABILITIES:
             out.add("aiinfra_datapath_audit_drift_findings",
                     sum(1 for f in rows if f.get("capability") == cap and f.get("kind") == "drift"), capability=cap)
-        for cap in (*CAPABILITIES, "facts"):
+        for cap in (*AUDIT_CAPABILITIES, "facts"):
             for severity in ("error", "warning", "info"):
                 count = sum(1 for f in rows if f.get("capability") == cap and f.get("severity") == severity)
                 if count or cap != "facts":

@@ -37,10 +37,11 @@ GLOBAL_FILES = [f"/proc/sys/{k}" for k in ("fs/aio-max-nr", "fs/inotify/max_user
     "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"]
 THP = "/sys/kernel/mm/transparent_hugepage"
 # Non-failing findings a converged lab node has: kernel arguments wait for a reboot the lab
-# never does, global net.core keys are read-only in a node's namespace, veth has no DCB.
-LAB_INFO_CHECKS = {"cmdline-pending", "sysctl-read-only", "sysctl-missing", "qos-unsupported"}
+# never does, global net.core keys are read-only in a node's namespace, veth has no DCB, the
+# machine has no GPU (node_topology).
+LAB_INFO_CHECKS = {"cmdline-pending", "sysctl-read-only", "sysctl-missing", "qos-unsupported", "no-gpu"}
 CAPABILITIES = ["sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
-                "nfd_labels"]
+                "nfd_labels", "node_topology"]
 
 
 def _read(path: str) -> str:
@@ -118,6 +119,9 @@ def test_audit_converged_then_exactly_the_hand_made_drift(converged: LabHandle, 
     facts = result.task_results(FACTS_TASK)
     assert all(r["changed"] is False for r in facts.values())
     assert facts["node1"]["ansible_facts"]["datapath_facts"]["numa_nodes"] >= 1
+    # The lab has no GPU: the topology says so, the audit has one info finding per node for it.
+    assert facts["node1"]["ansible_facts"]["datapath_facts"]["topology"]["gpus"] == []
+    assert sorted(f["host"] for f in report["findings"] if f["check"] == "no-gpu") == lab.nodes
 
     # 2. One sysctl by hand on node2, one MTU inside node3, the cache unmounted on node4.
     probing = lab.sh("node2", "cat /proc/sys/net/ipv4/tcp_mtu_probing").stdout.strip()

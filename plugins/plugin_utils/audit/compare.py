@@ -8,7 +8,8 @@ A finding is a plain dict (the ``findings[]`` items of docs/schema/audit.schema.
 
 * ``kind: drift``: the node differs from its plan (a value the collection manages);
 * ``kind: finding``: a problem beyond the plan (socket buffers below the bandwidth-delay
-  product, lossy RoCE, THP defrag that stalls, path MTU, firmware below policy, ...).
+  product, lossy RoCE, THP defrag that stalls, path MTU, firmware below policy, the GPU/NIC/PCIe
+  topology findings of plugin_utils/topology_findings.py, ...).
 
 A finding beyond drift is dropped when a drift with the same capability and key is already
 reported: one cause, one line. Sections that were not gathered (``null`` facts) are not
@@ -21,9 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_findings import topology_findings
+
 # The capabilities findings belong to (named as the modules, roles and plan parts), in report order.
 CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
-                "nfd_labels")
+                "nfd_labels", "node_topology")
 SEVERITIES = ("error", "warning", "info")
 KINDS = ("drift", "finding")
 FAIL_ON = ("drift", "error", "never")
@@ -547,6 +550,26 @@ def _k8s(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
                     "run site.yml (nfd_labels role) to rewrite the features.d file")
 
 
+def _topology(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
+    """The facts' topology against the plan's ``node_topology`` (docs/topology.md), plus an info
+    finding on a node without GPUs whose plan does not say how many it has."""
+    topology = facts.get("topology")
+    if not isinstance(topology, Mapping):
+        return
+    expect = plan.get("node_topology")
+    expect = expect if isinstance(expect, Mapping) else None
+    if not _list(topology.get("gpus")) and (expect is None or expect.get("gpus") is None):
+        nics = [str(n.get("name")) for n in _list(topology.get("nics")) if isinstance(n, Mapping)]
+        c.finding("node_topology", "no-gpu", "gpus", None, 0, "info",
+                  "no GPU on this node: nothing to pair or to check for GPUDirect; its NICs ("
+                  + (", ".join(nics) or "none") + ") and NVMe devices are still checked",
+                  "nothing to do on a node without GPUs; on a GPU node check `lspci -d 10de:` and set "
+                  "topology.gpus in the spec so that a missing GPU is an error")
+    for f in topology_findings(c.host, topology, expect):
+        c.add(str(f["capability"]), str(f["check"]), str(f["key"]), f["wanted"], f["actual"], str(f["severity"]),
+              str(f["kind"]), str(f["reason"]), str(f["fix"]))
+
+
 def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: Any = None,
             options: AuditOptions | Mapping[str, Any] | None = None, host: str | None = None) -> list[Finding]:
     """Every finding for one host, in capability order (reports sort them worst first)."""
@@ -569,4 +592,5 @@ def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: An
     _firmware(c, plan, facts)
     _storage(c, plan, facts)
     _k8s(c, plan, facts)
+    _topology(c, plan, facts)
     return c.result()

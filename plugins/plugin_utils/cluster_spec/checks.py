@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         RoceEts,
         Storage,
         SysctlSetting,
+        Topology,
     )
 
 PROFILE_SCOPES = ("Profile", "ProfileBody")
@@ -263,6 +264,19 @@ def check_firmware(policy: FirmwarePolicy) -> Iterator[Issue]:
     if (policy.min_version is None) == (not policy.allowed):
         yield Issue(("min_version",), "give either min_version or allowed" if policy.min_version is None
                     else "both min_version and allowed are set", "use one of them")
+
+
+# --------------------------------------------------------------------------- topology
+@cross_check("Topology", "topology-consistent", reads=("gpus", "rdma_nics", "gpudirect"))
+def check_topology(topo: Topology) -> Iterator[Issue]:
+    """GPUDirect needs GPUs, and GPUDirect RDMA needs RDMA NICs, where the counts are given."""
+    wanted = topo.gpudirect or []
+    if wanted and topo.gpus == 0:
+        yield Issue(("gpudirect",), "GPUDirect %s is expected on a node with gpus: 0" % "/".join(wanted),
+                    "drop gpudirect, or set gpus to the node's GPU count")
+    if "rdma" in wanted and topo.rdma_nics == 0:
+        yield Issue(("gpudirect",), "GPUDirect RDMA is expected on a node with rdma_nics: 0",
+                    "drop rdma from gpudirect, or set rdma_nics to the node's RDMA NIC count")
 
 
 # --------------------------------------------------------------------------- storage

@@ -18,6 +18,7 @@ from .models import (
     Storage,
     SysctlSetting,
     Thp,
+    Topology,
 )
 
 Origin = tuple[str, tuple[PathPart, ...]]  # (root, path below root)
@@ -40,6 +41,7 @@ class Effective:
     storage: tuple[Storage, Origin] | None = None
     labels: dict[str, str] = field(default_factory=dict)
     local_volume_class: tuple[str, Origin] | None = None
+    topology: Topology | None = None
 
 
 def apply_layer(eff: Effective, body: ProfileBody, origin: Origin, label: str) -> None:
@@ -72,6 +74,8 @@ def apply_layer(eff: Effective, body: ProfileBody, origin: Origin, label: str) -
         eff.storage = (body.storage, (root, (*base, "storage")))
     if body.k8s is not None:
         _merge_k8s(eff, body.k8s, (root, (*base, "k8s")))
+    if body.topology is not None:
+        eff.topology = body.topology
 
 
 def _merge_k8s(eff: Effective, k8s: K8s, origin: Origin) -> None:

@@ -51,6 +51,13 @@ Str = Annotated[str, Strict()]
 Bool = Annotated[bool, Strict()]
 
 
+def _no_bool(value: Any) -> Any:
+    """Literal[1] takes True (True == 1 in Python); YAML's `true` is not the integer 1."""
+    if isinstance(value, bool):
+        raise ValueError("must be the integer 1, not a boolean")
+    return value
+
+
 class SpecModel(BaseModel):
     """Base: unknown keys are errors, values are not coerced, models are immutable."""
 
@@ -320,6 +327,27 @@ class K8s(SpecModel):
     """StorageClass name for local volumes on the NVMe cache mount."""
 
 
+class Topology(SpecModel):
+    """What the node's GPU, NIC and PCIe topology must be (read by node_topology; docs/topology.md)."""
+
+    gpus: Annotated[int, Strict(), Field(ge=0, le=64)] | None = None
+    """Number of GPUs the node must have; null: not checked."""
+    rdma_nics: Annotated[int, Strict(), Field(ge=0, le=64)] | None = None
+    """Number of physical NICs with an RDMA device (the rails); null: not checked."""
+    max_gpu_nic_relation: Literal["PIX", "PXB", "PHB", "NODE", "SYS"] = "NODE"
+    """The farthest each GPU's nearest RDMA NIC may be, as nvidia-smi topo -m ranks it (PIX nearest)."""
+    min_link_width: Literal[1, 2, 4, 8, 16, 32] | None = None
+    """Lowest trained PCIe width of a GPU or RDMA NIC; null: the device's own capability."""
+    min_link_gen: Literal[1, 2, 3, 4, 5, 6] | None = None
+    """Lowest trained PCIe generation of an RDMA NIC (GPUs lower theirs when idle); null: not checked."""
+    acs_off: Bool = True
+    """ACS redirect must be off on every bridge between a GPU and its nearest NIC and NVMe."""
+    gpudirect: Annotated[list[Literal["rdma", "storage"]], Field(max_length=2)] | None = None
+    """GPUDirect pieces that must be present; null: rdma on a node with GPUs and an RDMA NIC."""
+    min_max_read_req: Literal[128, 256, 512, 1024, 2048, 4096] = 4096
+    """Lowest MaxReadReq (bytes) of an RDMA NIC."""
+
+
 class NodeHardware(SpecModel):
     """What the inventory knows about the node; facts gathered from the node take precedence."""
 
@@ -348,6 +376,8 @@ class ProfileBody(SpecModel):
     """Local NVMe model cache."""
     k8s: K8s | None = None
     """Kubernetes node labels and local volume class."""
+    topology: Topology | None = None
+    """GPU/NIC/NVMe topology and direct-path expectations (replaces the inherited one); plan: node_topology."""
 
 
 class Profile(ProfileBody):
@@ -495,7 +525,7 @@ class Measure(SpecModel):
 class DatapathSpec(SpecModel):
     """The cluster data-path spec (the value of the ``datapath`` variable)."""
 
-    version: Literal[1]
+    version: Annotated[Literal[1], BeforeValidator(_no_bool)]
     builtin_profile: Literal["ai-gpu-node", "none"] = "ai-gpu-node"
     """The built-in base profile (docs/spec.md lists its values and sources)."""
     fabrics: Annotated[list[Fabric], Field(max_length=64)] = Field(default_factory=list)
@@ -514,7 +544,7 @@ class DatapathSpec(SpecModel):
 MODELS: tuple[type[SpecModel], ...] = (
     DatapathSpec, Fabric, Roce, RoceCnp, RoceEts, Profile, ProfileBody, NodeHardware, SysctlSetting,
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
-    DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, ModelCache, Model, ModelFile, Measure,
+    DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
     MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate,
 )
 

@@ -228,6 +228,8 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequ
         "nfd_labels": {"labels": dict(sorted(eff.labels.items())),
                        "local_volume_class": eff.local_volume_class[0] if eff.local_volume_class else None},
         "model_cache": _models(spec, eff, held_models(spec, eff, named_models)),
+        # what the audit expects of node_topology's result (plugin_utils/topology_findings.py); null: no section
+        "node_topology": eff.topology.model_dump(mode="json") if eff.topology is not None else None,
         # host-independent here; Planner.plan adds the host's addresses (plan_measure.measure_part)
         "measure": measure_template(spec, eff, held_models(spec, eff, named_models)),
     }

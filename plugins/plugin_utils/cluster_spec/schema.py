@@ -43,7 +43,7 @@ from ._types import (
     _rel_path,
     parse_size,
 )
-from .models import DatapathSpec, SysctlSetting, _int_keys, _sysctl_shorthand, _sysctl_value
+from .models import DatapathSpec, SysctlSetting, _int_keys, _no_bool, _sysctl_shorthand, _sysctl_value
 
 try:
     from ._types import _check_label_key
@@ -161,6 +161,7 @@ BEFORE: dict[Callable[..., Any], Callable[[Fragment], Fragment]] = {
     _sysctl_value: _sysctl_value_schema,
     _sysctl_shorthand: _sysctl_map_schema,
     _int_keys: _same,  # the integer keys are constrained by INT_KEYS (dict_schema)
+    _no_bool: _same,  # JSON Schema keeps booleans apart from integers already (const 1 rejects true)
 }
 if _check_label_key is not None:
     BEFORE[_check_label_key] = _extend(LABEL_KEY_EXTRA)

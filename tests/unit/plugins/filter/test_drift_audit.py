@@ -59,3 +59,18 @@ def test_filter_docs_render(name: str) -> None:
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert name in proc.stdout
+
+
+def test_audit_findings_include_the_topology() -> None:
+    # a node_topology result of a node without GPUs (shape: plugins/modules/node_topology.py RETURN)
+    f = facts()
+    f["topology"] = {"gpus": [], "nics": [{"name": "eth0", "pci": "0000:00:03.0", "rdma": [], "link": {}}],
+                     "nvme": [], "bridges": {}, "gpudirect": {"rdma": False, "storage": False}}
+    found = drift_audit.audit_findings(plan(), f, None, 100, None, True, "node1")
+    assert [(x["capability"], x["check"], x["severity"]) for x in found] == [("node_topology", "no-gpu", "info")]
+    p = plan()
+    p["node_topology"] = {"gpus": 8}
+    found = drift_audit.audit_findings(p, f, None, 100, None, True, "node1")
+    assert [(x["check"], x["wanted"], x["actual"], x["severity"]) for x in found] == [("gpu-count", 8, 0, "error")]
+    report = json.loads(drift_audit.audit_reports({"node1": found}, "drift")["files"]["audit.json"])
+    assert report["failed"] is True and report["by_capability"]["node_topology"]["error"] == 1

@@ -189,3 +189,34 @@ def test_bad_gather_choice_fails(run_module, node, monkeypatch):
     no_tools(monkeypatch)
     result = run_module(datapath_facts.main, {"root": str(node.root), "gather": ["bogus"]}, expect_failure=True)
     assert "gather" in result["msg"]
+
+
+def test_topology_section_is_node_topologys_read(run_module, node, monkeypatch):
+    from ansible_collections.aiinfra.datapath.plugins.modules import node_topology
+    from topofakes import fixture as topo_fixture
+    from topofakes import machine
+
+    machine(node, "asus-esc8000a-e12")
+    lspci, smi = "/usr/bin/lspci", "/usr/bin/nvidia-smi"
+
+    def answer(argv):
+        if argv == [lspci, "-vvv", "-D"]:
+            return 0, topo_fixture("asus-esc8000a-e12", "lspci-vvv.txt"), ""
+        if argv == [smi, "topo", "-m"]:
+            return 0, topo_fixture("asus-esc8000a-e12", "nvidia-smi-topo-m.txt"), ""
+        return (6, "", "(not recorded)") if argv[:1] == [smi] else None
+    use(monkeypatch, FakeRunner([answer], which={"lspci": lspci, "nvidia-smi": smi}))
+    facts = facts_of(run_module(datapath_facts.main, {"root": str(node.root), "gather": ["topology"]}))
+    alone = run_module(node_topology.main, {"root": str(node.root)})
+    assert facts["gathered"] == ["topology"]
+    assert facts["topology"] == alone["topology"]
+    assert [gpu["nearest_nics"] for gpu in facts["topology"]["gpus"]][0] == ["mlx5_0", "mlx5_1"]
+    assert facts["notes"] == ["topology: %s" % note for note in alone["notes"]]
+
+
+def test_topology_of_a_node_without_gpus(run_module, node, monkeypatch):
+    lab_node(node)
+    no_tools(monkeypatch)
+    facts = facts_of(run_module(datapath_facts.main, {"root": str(node.root)}))
+    assert facts["topology"]["gpus"] == [] and facts["unavailable"] == {}
+    assert any(note.startswith("topology: no GPU on this node") for note in facts["notes"])

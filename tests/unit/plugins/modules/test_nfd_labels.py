@@ -318,3 +318,77 @@ def test_a_prefix_nfd_master_denies_is_refused(run_module: Any, tmp_path: Path) 
     assert "prefix" in run_module(nfd_labels.main, args(root, prefix="a/b"), expect_failure=True)["msg"]
     ok = run_module(nfd_labels.main, args(root, prefix="node.kubernetes.io", extra_label_ns=["node.kubernetes.io"]))
     assert "node.kubernetes.io/nvme-cache" in ok["labels"]
+
+
+# --- topology labels and the NCCL hints file (node_topology's read of the node) --------------------
+
+NCCL = "/etc/aiinfra-datapath/nccl.env"
+
+
+def recorded_gpu_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The recorded ASUS ESC8000A-E12 (4 GPUs, 4 ConnectX ports; tests/fixtures/topology) under a root."""
+    from netfakes import FakeRunner, use
+    from topofakes import SysRoot, fixture, machine
+
+    root = make_root(tmp_path)
+    machine(SysRoot(root), "asus-esc8000a-e12")
+    lspci, smi = "/usr/bin/lspci", "/usr/bin/nvidia-smi"
+
+    def answer(argv: list[str]) -> tuple[int, str, str] | None:
+        if argv == [lspci, "-vvv", "-D"]:
+            return 0, fixture("asus-esc8000a-e12", "lspci-vvv.txt"), ""
+        if argv == [smi, "topo", "-m"]:
+            return 0, fixture("asus-esc8000a-e12", "nvidia-smi-topo-m.txt"), ""
+        return (6, "", "(not recorded)") if argv[:1] == [smi] else None
+    use(monkeypatch, FakeRunner([answer], which={"lspci": lspci, "nvidia-smi": smi}))
+    return root
+
+
+def test_topology_labels_and_nccl_env_on_a_recorded_gpu_node(run_module: Any, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    root = recorded_gpu_node(tmp_path, monkeypatch)
+    opts = args(root, cache_mount=None, topology=True, nccl_env=NCCL)
+    checked = run_module(nfd_labels.main, opts, check_mode=True)
+    assert checked["changed"] is True and not (root / NCCL.lstrip("/")).exists()
+    result = run_module(nfd_labels.main, opts)
+    assert result["changed"] is True
+    labels = result["labels"]
+    assert {k: v for k, v in labels.items() if "gpu" in k} == {
+        "aiinfra.io/gpu-count": "4", "aiinfra.io/gpu-nic-affinity": "node",
+        "aiinfra.io/gpudirect-rdma": "false", "aiinfra.io/gpudirect-storage": "false"}
+    assert "aiinfra.io/gpu-nic-affinity=node\n" in features(root)
+    hints = (root / NCCL.lstrip("/")).read_text()
+    assert hints == result["nccl_env"] == checked["nccl_env"]
+    assert 'NCCL_IB_HCA="=mlx5_0,mlx5_1,mlx5_2,mlx5_3"\n' in hints and "AIINFRA_GPU0_HCA=mlx5_0,mlx5_1\n" in hints
+    assert [a["target"] for a in result["actions"]] == [FEATURES, NCCL]
+    again = run_module(nfd_labels.main, opts)
+    assert again["changed"] is False and again["actions"] == []
+    # another prefix; without nccl_env the file is left alone
+    other = run_module(nfd_labels.main, args(root, cache_mount=None, topology=True, prefix="example.com"))
+    assert other["labels"]["example.com/gpu-count"] == "4" and other["nccl_env"] is None
+    assert (root / NCCL.lstrip("/")).read_text() == hints
+    # state absent removes both files
+    gone = run_module(nfd_labels.main, dict(opts, state="absent"))
+    assert gone["changed"] is True and not (root / NCCL.lstrip("/")).exists()
+
+
+def test_a_node_without_gpus_gets_no_topology_labels_and_no_hints(run_module: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from netfakes import FakeRunner, use
+
+    use(monkeypatch, FakeRunner([], which={}))
+    root = make_root(tmp_path, mtus={"eth0": 1500})
+    stale = root / NCCL.lstrip("/")
+    stale.parent.mkdir(parents=True)
+    stale.write_text("NCCL_IB_HCA=\"=mlx5_0\"\n")
+    result = run_module(nfd_labels.main, args(root, topology=True, nccl_env=NCCL))
+    assert not [k for k in result["labels"] if "gpu" in k]
+    assert result["nccl_env"] is None and not stale.exists()  # the hints of an earlier topology go
+
+
+def test_nccl_env_needs_topology_and_an_absolute_path(run_module: Any, tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    failed = run_module(nfd_labels.main, args(root, nccl_env=NCCL), expect_failure=True)
+    assert "nccl_env needs topology: true" in failed["msg"]
+    failed = run_module(nfd_labels.main, args(root, topology=True, nccl_env="nccl.env"), expect_failure=True)
+    assert "nccl_env must be absolute" in failed["msg"]

@@ -170,6 +170,10 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.measure.gates.fabrics.rail9", "fabric 'rail9' is not defined"),
     ("measure-model", lambda s: s.update(models=[model()], measure={"storage": {"model": "llama@v2"}}),
      "datapath.measure.storage.model", "model llama@v2 is not listed under models"),
+    ("topology-consistent", lambda s: prof(s).update(topology={"gpus": 0, "gpudirect": ["rdma"]}),
+     "datapath.profiles[0].topology.gpudirect", "GPUDirect rdma is expected on a node with gpus: 0"),
+    ("topology-consistent", lambda s: prof(s).update(topology={"rdma_nics": 0, "gpudirect": ["rdma", "storage"]}),
+     "datapath.profiles[0].topology.gpudirect", "GPUDirect RDMA is expected on a node with rdma_nics: 0"),
     ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
         "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),
      "datapath.measure.gates.outlier_ratio", "outlier_ratio is 0 and no gate is set"),

@@ -21,7 +21,8 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.load
 from ._specs import EXAMPLE, base, example
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
-             "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure"}
+             "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure",
+             "node_topology"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:
@@ -50,6 +51,7 @@ def test_plan_has_exactly_the_documented_shape() -> None:
                                         "reserve_bytes", "wipe_serials"}
     assert set(plan["nfd_labels"]) == {"labels", "local_volume_class"}
     assert plan["model_cache"] is None  # the base spec has no models (tests/.../test_model_cache_spec.py)
+    assert plan["node_topology"] is None  # the base spec has no topology section
     json.dumps(plan)  # plain data
 
 
@@ -146,6 +148,24 @@ def test_merge_order_and_per_key_sysctl() -> None:
     p3 = node_plan(spec, "h3", [])
     assert p3["profiles"] == ["builtin:ai-gpu-node"]
     assert p3["link_mtu"]["interfaces"] == [] and p3["nvme_layout"] is None
+
+
+def test_topology_section_is_carried_whole_and_the_last_layer_wins() -> None:
+    spec = base()
+    spec["profiles"][0]["topology"] = {"gpus": 8, "rdma_nics": 8, "max_gpu_nic_relation": "PXB",
+                                       "gpudirect": ["rdma", "storage"]}
+    spec["profiles"].append({"name": "old", "groups": ["old_rack"], "topology": {"gpus": 4}})
+    spec["hosts"] = {"h2": {"topology": {"gpus": 7, "min_link_width": 16}}}
+    wanted = {"gpus": 8, "rdma_nics": 8, "max_gpu_nic_relation": "PXB", "min_link_width": None,
+              "min_link_gen": None, "acs_off": True, "gpudirect": ["rdma", "storage"], "min_max_read_req": 4096}
+    assert node_plan(spec, "h1", ["gpu"])["node_topology"] == wanted
+    # a later layer replaces the section: its unset fields are the defaults, not the earlier layer's
+    assert node_plan(spec, "h1", ["gpu", "old_rack"])["node_topology"] == {
+        **wanted, "gpus": 4, "rdma_nics": None, "max_gpu_nic_relation": "NODE", "gpudirect": None}
+    assert node_plan(spec, "h2", ["gpu"])["node_topology"] == {
+        **wanted, "gpus": 7, "rdma_nics": None, "max_gpu_nic_relation": "NODE", "gpudirect": None,
+        "min_link_width": 16}
+    assert node_plan(spec, "h3", [])["node_topology"] is None
 
 
 def test_profile_selected_by_host_list() -> None:
