@@ -258,7 +258,7 @@ class NodeTopology(Capability):
         gpus.sort(key=lambda gpu: order[gpu["pci"]])
 
         if gpus and smi_gpus is None and vendor_matrix is None and self.params.get("nvidia_smi", True) \
-                and not self.runner.which("nvidia-smi"):
+                and not self._which("nvidia-smi"):
             notes.append("nvidia-smi is not installed: GPUs are indexed in PCI order, no vendor matrix to compare")
         if not gpus:
             notes.append("no GPU on this node (no PCI function of class 3D controller, nor an NVIDIA/AMD "
@@ -415,10 +415,15 @@ class NodeTopology(Capability):
 
     # --- tools ------------------------------------------------------------------------------
 
+    def _which(self, name):
+        """The tool's path; None when it is missing or the node gives no command runner (a reader of a
+        recorded tree: sysfs only)."""
+        return self.runner.which(name) if self.runner is not None else None
+
     def _lspci(self, notes):
         if not self.params.get("lspci", True):
             return {"state": "not used", "reason": "lspci: false", "devices": {}}
-        binary = self.runner.which("lspci")
+        binary = self._which("lspci")
         if not binary:
             reason = "lspci is not installed (pciutils): MaxPayload, MaxReadReq, ACS and ATS are unknown"
             notes.append(reason)
@@ -438,7 +443,7 @@ class NodeTopology(Capability):
     def _nvidia_smi(self, notes):
         if not self.params.get("nvidia_smi", True):
             return None, None
-        binary = self.runner.which("nvidia-smi")
+        binary = self._which("nvidia-smi")
         if not binary:
             return None, None
         gpus, matrix = None, None
