@@ -13,17 +13,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import audit as _audit
-
-
-def _plain(value: Any) -> Any:
-    """Ansible's lazy containers and tagged strings -> plain dict/list/str (JSON-ready)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
-        return value
-    return str(value)
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.plain import plain as _plain
 
 
 def audit_findings(plan: Any, facts: Any, verify: Any = None, rtt_us: Any = _audit.DEFAULT_RTT_US,

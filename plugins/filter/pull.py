@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 from ansible.errors import AnsibleFilterError
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.plain import plain as _plain
 
 NAME = "aiinfra-datapath-pull"
 LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": "aiinfra.datapath"}
@@ -33,23 +34,6 @@ SOURCES = ("configmap", "git")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                         r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-
-
-def _plain(value: Any) -> Any:
-    """Ansible's lazy/tagged containers as plain Python (for yaml.safe_dump and the digest)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return value
 
 
 def pull_inventory(hosts: Sequence[str], groups: Mapping[str, Sequence[str]], spec: Any) -> dict[str, str]:
