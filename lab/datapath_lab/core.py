@@ -65,12 +65,24 @@ mount -t sysfs sysfs "$m/sys"
 mount --rbind /dev "$m/dev"
 mount -t tmpfs -o mode=0755,size=256m tmpfs "$m/run"
 mount -t tmpfs -o mode=1777,size=1g tmpfs "$m/tmp"
+# The checkout the lab was started from ($3), read-only at the same path when the node's view hides
+# it (a clone below /tmp or /run, or on another mount): tests run its .venv and playbooks in nodes.
+share=${3:-}
+if [ -n "$share" ] && [ -d "$share" ] && [ ! -e "$m$share/galaxy.yml" ]; then
+  mkdir -p "$m$share" && mount --rbind "$share" "$m$share" && mount -o remount,bind,ro "$m$share" || true
+fi
 mkdir -p "$m/run/sshd" "$m/run/lock"
 chmod 0755 "$m/run/sshd"
 hostname "$node"
 : > "$d/ready"
 exec chroot "$m" /bin/sleep infinity
 """
+
+
+def _checkout() -> str:
+    """The collection checkout this package runs from (editable install), or "" when installed elsewhere."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return root if os.path.isfile(os.path.join(root, "galaxy.yml")) else ""
 
 
 class LabError(Exception):
@@ -482,7 +494,7 @@ class Lab:
         with open(self._holder_log(node), "w") as log, open(os.devnull) as devnull:
             argv = ["nsenter", f"--net=/run/netns/{self.ns(node)}", "--",
                     "unshare", "--mount", "--uts", "--propagation", "private", "--",
-                    "/bin/sh", "-c", HOLDER_SCRIPT, "holder", base, node]
+                    "/bin/sh", "-c", HOLDER_SCRIPT, "holder", base, node, _checkout()]
             proc = subprocess.Popen(
                 impair.join_argv(cgroup) + argv,
                 stdin=devnull, stdout=log, stderr=log, start_new_session=True, close_fds=True,

@@ -209,7 +209,7 @@ FILESYSTEM_FAMILIES = (
 def filesystem_families(root, filesystems):
     """Families for ``filesystems`` (``[{path, reserve_bytes}]``), read below ``root``."""
     mounts = parse_mountinfo(root.read_raw("/proc/self/mountinfo"))
-    samples = dict((name, []) for name, _ in FILESYSTEM_FAMILIES)
+    samples = dict((name, []) for name, _help in FILESYSTEM_FAMILIES)
     for entry in filesystems:
         path = entry["path"].rstrip("/") or "/"
         labels = {"mountpoint": path}
@@ -264,9 +264,9 @@ class MetricsTextfile(Capability):
             if not entry["path"].startswith("/"):
                 raise MetricsError("metrics_textfile: filesystems path must be absolute, got %r" % (entry["path"],))
         names = set(f.get("name") for f in params["metrics"] or [] if isinstance(f, dict))
-        if params["filesystems"] and names & set(n for n, _ in FILESYSTEM_FAMILIES):
+        if params["filesystems"] and names & set(n for n, _help in FILESYSTEM_FAMILIES):
             raise MetricsError("metrics_textfile: metrics must not name the filesystems families (%s)"
-                               % ", ".join(sorted(names & set(n for n, _ in FILESYSTEM_FAMILIES))))
+                               % ", ".join(sorted(names & set(n for n, _help in FILESYSTEM_FAMILIES))))
         self.families = normalise(params["metrics"], heartbeat) if params["state"] == "present" else []
         self.path = "%s/%s" % (params["directory"].rstrip("/"), file_name(params["source"]))
 

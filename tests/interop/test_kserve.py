@@ -168,7 +168,7 @@ def test_overrides_fill_what_the_spec_cannot_say(tmp_path: Path) -> None:
 def test_the_schema_is_live(tmp_path: Path) -> None:
     """The recorded CRDs reject what KServe's API server would: a missing required field, an unknown
     field, a malformed quantity, an empty nodeGroups."""
-    objects, _ = _render(tmp_path)
+    objects, _skipped = _render(tmp_path)
     cache = next(o for o in objects if o["kind"] == "LocalModelCache")
     group = next(o for o in objects if o["kind"] == "LocalModelNodeGroup")
     broken = copy.deepcopy(cache)

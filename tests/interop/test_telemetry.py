@@ -45,10 +45,10 @@ PLAN = {
     "model_cache": {"reserve_bytes": 107374182400, "cache_dir": "/mnt/model-cache/models"},
 }
 FACTS = {"hugepages": {"default_size": "2M", "pools": {
-    "2M": {"size_kb": 2048, "total": 1000, "free": 1000, "per_node": {"0": {"total": 512, "free": 512},
-                                                                       "1": {"total": 488, "free": 488}}},
-    "1G": {"size_kb": 1048576, "total": 0, "free": 0, "per_node": {"0": {"total": 0, "free": 0},
-                                                                    "1": {"total": 0, "free": 0}}}}}}
+    "2M": {"size_kb": 2048, "total": 1000, "free": 1000,
+           "per_node": {"0": {"total": 512, "free": 512}, "1": {"total": 488, "free": 488}}},
+    "1G": {"size_kb": 1048576, "total": 0, "free": 0,
+           "per_node": {"0": {"total": 0, "free": 0}, "1": {"total": 0, "free": 0}}}}}}
 FINDINGS = [
     {"host": "gpu-node-01", "capability": "kernel_cmdline", "check": "cmdline-pending", "key": "iommu=pt",
      "severity": "info", "kind": "drift"},

@@ -211,9 +211,9 @@ def _build(text: str) -> Any:
         get = loader.get_event
         get()  # StreamStartEvent
         event = get()
-        if type(event) is StreamEndEvent:
+        if type(event) is StreamEndEvent:  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
             return None
-        if type(event) is not DocumentStartEvent:
+        if type(event) is not DocumentStartEvent:  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
             raise _DECLINE
         holder: list[Any] = []
         stack: list[Any] = []  # the open collections above ``cur``
@@ -267,12 +267,12 @@ def _build(text: str) -> Any:
                 is_map = kind is MappingStartEvent
             elif kind is MappingEndEvent or kind is SequenceEndEvent:
                 cur = stack.pop()
-                is_map = type(cur) is dict
+                is_map = type(cur) is dict  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
             elif kind is DocumentEndEvent:
                 break
             else:  # AliasEvent
                 raise _DECLINE
-        if nodes > max_nodes or type(get()) is not StreamEndEvent:
+        if nodes > max_nodes or type(get()) is not StreamEndEvent:  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
             raise _DECLINE  # too many nodes, or a second document: the PyYAML path says so
         return holder[0]
     except _Decline:
@@ -551,7 +551,7 @@ class _FastReader:
             if (not isinstance(host, str) or not host or "[" in host or "]" in host or ":" in host
                     or host.startswith(sep)):
                 raise _NotPlain(f"host pattern {host!r}")
-            if hvars is not None and (not isinstance(hvars, dict) or not all(type(k) is str for k in hvars)):
+            if hvars is not None and (not isinstance(hvars, dict) or not all(type(k) is str for k in hvars)):  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
                 raise _NotPlain(f"host {host!r}: variables")
             direct = direct_of.get(host)
             if direct is None:

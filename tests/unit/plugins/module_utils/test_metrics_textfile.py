@@ -79,8 +79,8 @@ def test_values(value: Any, text: str) -> None:
 
 def test_none_values_and_labels_are_left_out() -> None:
     families = mt.normalise([
-        family("aiinfra_datapath_a", [{"labels": {"x": "1"}, "value": None}, {"labels": {"x": "2", "y": None},
-                                                                           "value": 4}]),
+        family("aiinfra_datapath_a", [{"labels": {"x": "1"}, "value": None},
+                                      {"labels": {"x": "2", "y": None}, "value": 4}]),
         family("aiinfra_datapath_b", [{"value": None}]),
     ])
     text = mt.render("s", families)

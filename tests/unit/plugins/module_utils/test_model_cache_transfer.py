@@ -278,7 +278,7 @@ def test_kernel_copy_falls_back_to_sendfile(tmp_path, monkeypatch):
 
 def test_kernel_copy_error_after_hashing_what_was_copied(tmp_path, monkeypatch):
     real = transfer.os.sendfile
-    monkeypatch.setattr(transfer.os, "copy_file_range", lambda *a: (_ for _ in ()).throw(OSError(22, "x")),
+    monkeypatch.setattr(transfer.os, "copy_file_range", lambda *a: (_x for _x in ()).throw(OSError(22, "x")),
                         raising=False)
     sent = []
 
@@ -315,9 +315,9 @@ def test_fetch_file_local_mismatch_and_no_kernel_copy(tmp_path, monkeypatch):
         transfer.Transfer().fetch_file(ITEM, _local(tmp_path, data), str(tmp_path / "staging"), entry)
     assert failed.value.result["actual_sha256"] == sha(data)
     # neither copy_file_range nor sendfile between these files: the buffered pipeline copies
-    monkeypatch.setattr(transfer.os, "copy_file_range", lambda *a: (_ for _ in ()).throw(OSError(18, "x")),
+    monkeypatch.setattr(transfer.os, "copy_file_range", lambda *a: (_x for _x in ()).throw(OSError(18, "x")),
                         raising=False)
-    monkeypatch.setattr(transfer.os, "sendfile", lambda *a: (_ for _ in ()).throw(OSError(22, "x")))
+    monkeypatch.setattr(transfer.os, "sendfile", lambda *a: (_x for _x in ()).throw(OSError(22, "x")))
     entry = dict(path="d/w", sha256=sha(data), expected_size=len(data))
     assert transfer.Transfer().fetch_file(ITEM, _local(tmp_path / "b", data), str(tmp_path / "s2"), entry)[2] == MiB
     assert (tmp_path / "s2" / "d" / "w.part").read_bytes() == data

@@ -344,8 +344,8 @@ def recorded_gpu_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def test_topology_labels_and_nccl_env_on_a_recorded_gpu_node(run_module: Any, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_topology_labels_and_nccl_env_on_a_recorded_gpu_node(
+        run_module: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = recorded_gpu_node(tmp_path, monkeypatch)
     opts = args(root, cache_mount=None, topology=True, nccl_env=NCCL)
     checked = run_module(nfd_labels.main, opts, check_mode=True)
@@ -372,8 +372,8 @@ def test_topology_labels_and_nccl_env_on_a_recorded_gpu_node(run_module: Any, tm
     assert gone["changed"] is True and not (root / NCCL.lstrip("/")).exists()
 
 
-def test_a_node_without_gpus_gets_no_topology_labels_and_no_hints(run_module: Any, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_without_gpus_gets_no_topology_labels_and_no_hints(
+        run_module: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from netfakes import FakeRunner, use
 
     use(monkeypatch, FakeRunner([], which={}))

@@ -10,8 +10,8 @@ from ._specs import base
 
 
 def test_filter_names() -> None:
-    assert set(filters.FilterModule().filters()) == {"validate", "node_plan", "plan_summary", "roce_tos", "roce_mtu",
-                                                       "controller_path"}
+    names = {"validate", "node_plan", "plan_summary", "roce_tos", "roce_mtu", "controller_path"}
+    assert set(filters.FilterModule().filters()) == names
 
 
 def test_validate_returns_input_or_raises_everything() -> None:
