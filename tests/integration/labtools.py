@@ -44,6 +44,16 @@ class PlayResult:
     def changed_hosts(self) -> dict[str, int]:
         return {h: s.get("changed", 0) for h, s in self.data.get("stats", {}).items()}
 
+    def failures(self) -> str:
+        """Every failed or unreachable task result of the run, host and message (for assertion messages)."""
+        lines = []
+        for play in self.data.get("plays", []):
+            for task in play.get("tasks", []):
+                for host, row in task.get("hosts", {}).items():
+                    if row.get("failed") or row.get("unreachable"):
+                        lines.append(f"{host} [{task['task']['name']}]: {row.get('msg')}")
+        return "\n".join(lines) or self.stdout[-3000:] + self.stderr[-2000:]
+
     def task_results(self, task_name: str) -> dict[str, dict[str, Any]]:
         """Per-host results of the (last) task with this name."""
         found: dict[str, dict[str, Any]] = {}

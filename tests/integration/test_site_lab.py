@@ -33,14 +33,7 @@ def site_lab(lab: LabHandle) -> Iterator[LabHandle]:
 
 
 def failures(result: PlayResult) -> str:
-    """Every failed task result of the run, host and message (for assertion messages)."""
-    lines = []
-    for play in result.data.get("plays", []):
-        for task in play.get("tasks", []):
-            for host, row in task.get("hosts", {}).items():
-                if row.get("failed") or row.get("unreachable"):
-                    lines.append(f"{host} [{task['task']['name']}]: {row.get('msg')}")
-    return "\n".join(lines) or result.stdout[-3000:] + result.stderr[-2000:]
+    return result.failures()
 
 
 def applied(result: PlayResult) -> dict[str, dict]:
