@@ -551,7 +551,9 @@ class _FastReader:
             if (not isinstance(host, str) or not host or "[" in host or "]" in host or ":" in host
                     or host.startswith(sep)):
                 raise _NotPlain(f"host pattern {host!r}")
-            if hvars is not None and (not isinstance(hvars, dict) or not all(type(k) is str for k in hvars)):  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
+            # exact key types: the fast path
+            if hvars is not None and (not isinstance(hvars, dict)
+                                      or not all(type(k) is str for k in hvars)):  # pylint: disable=unidiomatic-typecheck
                 raise _NotPlain(f"host {host!r}: variables")
             direct = direct_of.get(host)
             if direct is None:
