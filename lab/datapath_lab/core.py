@@ -420,6 +420,9 @@ class Lab:
             with open(image, "wb") as fh:
                 fh.truncate(size)
             loop = run(["losetup", "-f", "-P", "--show", image]).stdout.strip()
+            # A reused loop device can still serve the previous image's pages from its block-device
+            # cache (seen: nvme_layout's data-loss guard reading another lab's filesystem): drop them.
+            run(["blockdev", "--flushbufs", loop], check=False)
             state["nodes"][node] = {"ns": ns, "index": idx, "nvme": loop, "nvme_image": image,
                                     "nvme_bytes": size, "interfaces": addresses, "holder_pid": 0,
                                     "holder_start": None, "cgroup": None}
@@ -534,6 +537,7 @@ class Lab:
             done.append(f"deleted namespace {ns}")
         # 3. loop devices backed by this lab's images.
         for loop in self.loop_devices():
+            run(["blockdev", "--flushbufs", loop], check=False)
             run(["losetup", "-d", loop], check=False)
             done.append(f"detached {loop}")
         # 3b. the nodes' blkio cgroups (their throttles go with them), also of a lab without state.

@@ -207,13 +207,13 @@ def test_an_unreachable_peer_is_a_probe_error_and_the_run_goes_on(dpc: LabHandle
 
 
 def _impaired(dpc: LabHandle, tmp_path: Path, name: str, args: list[str], measure_spec: dict[str, Any] | None = None,
-              clear_target: str = FABRIC) -> dict[str, Any]:
+              clear_target: str = FABRIC, **extra: Any) -> dict[str, Any]:
     if not has_impair():
         pytest.skip("datapath-lab impair is not in this lab yet")
     node = args[0]
     lab_cli("impair", *args)
     try:
-        result, report, _seconds = measure(dpc, tmp_path / name, measure_spec)
+        result, report, _seconds = measure(dpc, tmp_path / name, measure_spec, **extra)
         assert result.rc != 0, result.stdout[-3000:]
         assert "measure failed on" in result.stdout
     finally:
@@ -235,7 +235,9 @@ def test_a_rate_limited_port_is_named_node_link(dpc: LabHandle, tmp_path: Path) 
 
 
 def test_one_percent_loss_on_one_port_is_named_lossy_port(dpc: LabHandle, tmp_path: Path) -> None:
-    report = _impaired(dpc, tmp_path, "loss", ["node2", FABRIC, "--loss", "1%"])
+    # Without the don't-fragment path check: path_check sends few pings per size, so one lost at the
+    # fabric MTU reads as an MTU finding (a known limit of the mtu rule under random loss, docs/measure.md).
+    report = _impaired(dpc, tmp_path, "loss", ["node2", FABRIC, "--loss", "1%"], measure_path_check=False)
     assert ("lossy-port", "node2", FABRIC) in failing(report), json.dumps(report["findings"], indent=1)[:4000]
     assert failing_hosts(report) == {"node2"}
     assert {k for k, _h, _w in failing(report)} <= {"lossy-port", "gate"}
