@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -294,3 +295,37 @@ def fresh_warnings(monkeypatch) -> Callable[[], tuple[str, ...]]:
     monkeypatch.setattr(_internal, "is_controller", False)
     monkeypatch.setattr(ansible_warnings, "_global_warnings", {})
     return ansible_warnings.get_warning_messages
+
+
+# --- loopback probes (net_probe tests): ports, open files, child processes -------------
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 whose UDP port + 1 is free as well (the latency echo)."""
+    while True:
+        tcp = socket.socket()
+        tcp.bind(("127.0.0.1", 0))
+        port = tcp.getsockname()[1]
+        tcp.close()
+        if port >= 65534:
+            continue
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            udp.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+        finally:
+            udp.close()
+
+
+def fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def children() -> list[str]:
+    found: list[str] = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            found += (task / "children").read_text().split()
+        except OSError:
+            pass
+    return found

@@ -19,6 +19,8 @@ import os
 import re
 from pathlib import Path
 
+from netfakes import Node
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "topology"
 
 _ENTRY = re.compile(r"([0-9a-f]{2})\.([0-7])(?:-\[([0-9a-f]{2})(?:-[0-9a-f]{2})?\])?")
@@ -92,20 +94,8 @@ def numactl_nodes(text: str) -> dict[int, str]:
     return nodes
 
 
-class SysRoot:
+class SysRoot(Node):
     """A node's filesystem root under a temporary directory (what the module's ``root`` points at)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def path(self, path: str) -> Path:
-        return self.root / path.lstrip("/")
-
-    def put(self, path: str, content: str = "") -> Path:
-        target = self.path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-        return target
 
 
 class Tree:

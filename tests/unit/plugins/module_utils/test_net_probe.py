@@ -32,6 +32,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe_parse as parse
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe_socket as psock
 from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_socket import PairError
+from netfakes import children, fds, free_port
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "measure" / "net"
 LOOP = "127.0.0.1"
@@ -284,39 +285,6 @@ def test_networks_and_refusal() -> None:
 
 
 # -- the built-in engine on loopback ----------------------------------------------------------
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 whose UDP port + 1 is free as well (the latency echo)."""
-    while True:
-        tcp = socket.socket()
-        tcp.bind((LOOP, 0))
-        port = tcp.getsockname()[1]
-        tcp.close()
-        if port >= 65534:
-            continue
-        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            udp.bind((LOOP, port + 1))
-            return port
-        except OSError:
-            continue
-        finally:
-            udp.close()
-
-
-def fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
-def children() -> list[str]:
-    found: list[str] = []
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            found += (task / "children").read_text().split()
-        except OSError:
-            pass
-    return found
-
 
 def params(port: int, role: str, **extra: Any) -> dict[str, Any]:
     p = {"role": role, "address": LOOP, "source": LOOP if role == "client" else None, "port": port, "streams": 2,

@@ -23,7 +23,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._capability impor
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import run
 from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe import NetProbe
 from ansible_collections.aiinfra.datapath.plugins.modules import net_probe
-from netfakes import FakeRunner, use
+from netfakes import FakeRunner, children, fds, free_port, use
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "measure" / "net"
 LOOP = "127.0.0.1"
@@ -185,39 +185,6 @@ def test_iperf3_missing_is_a_failed_pair_and_counters_are_read(run_module, monke
 
 
 # -- real loopback runs ------------------------------------------------------------------------
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 whose UDP port + 1 is free as well (the latency echo)."""
-    while True:
-        tcp = socket.socket()
-        tcp.bind((LOOP, 0))
-        port = tcp.getsockname()[1]
-        tcp.close()
-        if port >= 65534:
-            continue
-        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            udp.bind((LOOP, port + 1))
-            return port
-        except OSError:
-            continue
-        finally:
-            udp.close()
-
-
-def fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
-def children() -> list[str]:
-    found: list[str] = []
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            found += (task / "children").read_text().split()
-        except OSError:
-            pass
-    return found
-
 
 @pytest.fixture
 def nothing_left() -> Any:
