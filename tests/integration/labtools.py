@@ -121,6 +121,21 @@ def thp_mode(name: str) -> str:
     return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else text
 
 
+def blank_device_script(dev: str) -> str:
+    """Shell that returns a lab loop device to blank: every signature gone AND every byte zero.
+
+    wipefs only erases magic numbers: a filesystem made on the whole device leaves its group
+    descriptors and inode tables in the first MiB, which nvme_layout rightly refuses as unknown
+    data. BLKZEROOUT (a hole punched in the loop device's backing file) zeroes the rest, and drops
+    the block device's cached pages with it; dd of both ends where the kernel refuses it."""
+    assert dev.startswith("/dev/loop"), dev
+    return (f"for p in {dev}p*; do [ -b \"$p\" ] && wipefs -aq \"$p\"; done; "
+            f"sgdisk --zap-all {dev} >/dev/null 2>&1; wipefs -aq {dev}; "
+            f"blkdiscard -f -z {dev} 2>/dev/null || {{ dd if=/dev/zero of={dev} bs=1M count=1 conv=fsync status=none; "
+            f"dd if=/dev/zero of={dev} bs=1M count=1 seek=$(( $(blockdev --getsize64 {dev}) / 1048576 - 1 )) "
+            f"conv=fsync status=none; }}; blockdev --flushbufs {dev}; partprobe {dev} 2>/dev/null; true")
+
+
 @contextmanager
 def spec_applied_then_restored(lab: LabHandle, extra_files: tuple[str, ...] = ()) -> Iterator[LabHandle]:
     """Run the body (which applies the lab spec); afterwards unmount and wipe each node's cache
@@ -133,12 +148,8 @@ def spec_applied_then_restored(lab: LabHandle, extra_files: tuple[str, ...] = ()
     finally:
         for node in lab.nodes:
             dev = lab.state["nodes"][node]["nvme"]
-            assert dev.startswith("/dev/loop"), dev
             files = " ".join(NODE_FILES + tuple(extra_files))
-            lab.sh(node, f"umount {CACHE_MOUNT} 2>/dev/null; rm -f {files}; "
-                         f"for p in {dev}p*; do [ -b \"$p\" ] && wipefs -aq \"$p\"; done; "
-                         f"sgdisk --zap-all {dev} >/dev/null 2>&1; wipefs -aq {dev}; partprobe {dev} 2>/dev/null; true",
-                   check=False)
+            lab.sh(node, f"umount {CACHE_MOUNT} 2>/dev/null; rm -f {files}; {blank_device_script(dev)}", check=False)
             lab.lab.run_in(node, ["/bin/sh", "-c", "cat > /etc/fstab"], check=False, input=fstabs[node])
         for path, value in saved.items():
             if read_text(path) != value:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from labtools import REPO, VENV_BIN, LabHandle
+from labtools import REPO, VENV_BIN, LabHandle, blank_device_script
 
 pytestmark = pytest.mark.lab
 
@@ -75,11 +75,8 @@ def findmnt(lab: LabHandle, node: str) -> str:
 def wipe_script(devs: list[str]) -> str:
     parts = [f"umount {MOUNT} 2>/dev/null; rm -f {FEATURES}; rmdir {MOUNT}/models {MOUNT}/checkpoints "
              f"{MOUNT} 2>/dev/null"]
-    for dev in devs:
-        assert dev.startswith("/dev/loop"), dev
-        parts.append(f"for p in {dev}p*; do [ -b \"$p\" ] && wipefs -aq \"$p\"; done; "
-                     f"sgdisk --zap-all {dev} >/dev/null 2>&1; wipefs -aq {dev}; partprobe {dev} 2>/dev/null")
-    return "; ".join(parts) + "; true"
+    parts.extend(blank_device_script(dev) for dev in devs)
+    return "; ".join(parts)
 
 
 @pytest.fixture
