@@ -53,6 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--inventory-dir", help="where to write the inventory (default: inventories/lab)")
     up.add_argument("--server", type=_server, metavar="[NAME:]FABRIC",
                     help="add a source-server namespace NAME (default src) on FABRIC at .250 of its subnet")
+    up.add_argument("--network", choices=("none", "networkd", "netplan"), default="none",
+                    help="the nodes' network backend: none (the lab sets addresses and MTUs, default), "
+                         "networkd (systemd-networkd runs in each node with its .network files), netplan "
+                         "(/etc/netplan in each node, rendered by netplan generate for networkd)")
+    rb = sub.add_parser("reboot", help="simulate a reboot of nodes: reset what the kernel holds, replay their boot",
+                        description="Reboot lab nodes one after another: their processes end, mounts made since "
+                                    "they were built go, NICs come back at the kernel's default MTU, network "
+                                    "sysctls at a new namespace's defaults, a new boot id; then inside the node "
+                                    "systemd-tmpfiles, systemd-sysctl, the network backend, mount -a and the "
+                                    "units installed on it run. Inside a node, `shutdown -r` or `reboot` asks "
+                                    "for the same (docs/lab.md).")
+    rb.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to reboot (default: every node)")
+    rb.add_argument("--json", action="store_true", help="print each boot's report as JSON")
+    sub.add_parser("agent", help="(internal) the lab's reboot agent; `up` starts it, `down` stops it")
 
     sub.add_parser("down", help="remove every namespace, process, mount and loop device of the lab")
     st = sub.add_parser("status", help="show the lab; exit 0 healthy, 1 degraded, 3 not up")
@@ -122,13 +136,41 @@ def _impair(lab: Lab, args: argparse.Namespace) -> int:
     return 0
 
 
+def _reboot(lab: Lab, args: argparse.Namespace) -> int:
+    nodes = args.nodes or list(lab.require_state()["nodes"])
+    reports = []
+    for node in nodes:
+        report = lab.reboot(node)
+        reports.append(report)
+        if args.json:
+            continue
+        print(f"{lab.name}: rebooted {node} in {report['seconds']} s (boot id {report['boot_id']})")
+        for item in report["steps"][:-1]:
+            if item["step"] != "boot_id":
+                print(f"  {item['step']}: {item['text']}")
+        for unit in report["units"]:
+            print(f"  unit {unit['unit']}: {unit['result']}" + (f" ({unit['why']})" if unit.get("why") else ""))
+        kept = report["globals"]
+        same = sum(1 for v in kept.values() if v["same"])
+        print(f"  global sysctls (shared with the host, not reset): {same} of {len(kept)} the boot would set "
+              "hold their live values")
+        for line in report["sysctl_log"]:
+            print(f"  systemd-sysctl: {line}")
+        for problem in report["problems"]:
+            print(f"  PROBLEM: {problem}")
+    if args.json:
+        print(json.dumps(reports, indent=2, sort_keys=True))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     lab = Lab(args.name)
     try:
         if args.command == "up":
             config = LabConfig(name=args.name, nodes=args.nodes, fabrics=args.fabrics or list(DEFAULT_FABRICS),
-                               nvme_size=args.nvme_size, inventory_dir=args.inventory_dir, server=args.server)
+                               nvme_size=args.nvme_size, inventory_dir=args.inventory_dir, server=args.server,
+                               network=args.network)
             state = lab.up(config)
             print(f"inventory: {state['inventory_dir']}/hosts.yml")
             return 0
@@ -189,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "impair":
             return _impair(lab, args)
+        if args.command == "reboot":
+            return _reboot(lab, args)
+        if args.command == "agent":
+            return lab.agent()
         if args.command == "set-port-mtu":
             lab.set_port_mtu(args.node, args.fabric, args.mtu)
             print(f"{lab.name}: switch port of {args.node} on {args.fabric} now MTU {args.mtu}")

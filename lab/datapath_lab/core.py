@@ -13,12 +13,13 @@ import stat
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import impair
+from . import boot, impair
 from .spec import lab_spec
 from .spec import render as render_spec
 
@@ -52,6 +53,7 @@ GLOBAL_SYSCTL_KEYS = (
 SYSCTL_TRIGGERS = {"vm/drop_caches", "vm/compact_memory", "vm/stat_refresh"}
 THP_FILES = ("/sys/kernel/mm/transparent_hugepage/enabled", "/sys/kernel/mm/transparent_hugepage/defrag")
 
+NETNS_DEFAULT_MTU = 1500  # what the kernel gives a new veth: a NIC's MTU before the node's boot sets it
 REQUIRED_TOOLS = ("ip", "nsenter", "unshare", "losetup", "ssh-keygen", "mount", "umount")
 SSHD = "/usr/sbin/sshd"
 
@@ -115,6 +117,7 @@ class LabConfig:
     nvme_size: str = "2G"
     inventory_dir: str | None = None  # default: <repo>/inventories/lab for the default lab
     server: tuple[str, str] | None = None  # (server name, fabric name): a source-server namespace
+    network: str = "none"  # the nodes' network backend: none (the lab provisions), networkd, netplan
 
     def validate(self) -> None:
         if not self.name.isalnum() or len(self.name) > 6:
@@ -135,6 +138,12 @@ class LabConfig:
             if not 68 <= mtu <= 9216:
                 raise LabError(f"fabric {name}: MTU {mtu} outside 68..9216")
         parse_size(self.nvme_size)
+        if self.network not in boot.NETWORK_MODES:
+            raise LabError(f"--network {self.network!r}: choose one of {', '.join(boot.NETWORK_MODES)}")
+        if self.network == "netplan" and not shutil.which("netplan"):
+            raise LabError("--network netplan: netplan is not installed (scripts/bootstrap.sh installs netplan.io)")
+        if self.network != "none" and not os.access(boot.NETWORKD, os.X_OK):
+            raise LabError(f"--network {self.network}: {boot.NETWORKD} is missing (apt install systemd)")
         if self.server is not None:
             name, fabric = self.server
             if not name.isalnum() or len(name) > 8 or name.startswith(("node", "sw")):
@@ -338,6 +347,7 @@ class Lab:
             if not problems and same:
                 log(f"lab {self.name} is already up with {len(state['nodes'])} nodes; inventory refreshed")
                 self.write_inventory(state, config.inventory_dir)
+                self.start_agent(state)
                 return state
             why = "; ".join(problems) if problems else "a different configuration was requested"
             log(f"lab {self.name}: replacing the existing lab ({why})")
@@ -367,6 +377,7 @@ class Lab:
         self.write_inventory(state, config.inventory_dir)
         state["up_seconds"] = round(time.monotonic() - started, 2)
         self.save_state(state)
+        self.start_agent(state)
         log(f"lab {self.name}: {config.nodes} nodes on {len(config.fabrics)} fabrics up in {state['up_seconds']} s")
         return state
 
@@ -410,9 +421,12 @@ class Lab:
                 run(["ip", "link", "add", fabric.ifname, "netns", ns, "type", "veth",
                      "peer", "name", self.port(node), "netns", sw])
                 mac = "02:dd:%02x:%02x:%02x:%02x" % (_lab_byte(self.name), fabric.index, idx >> 8, idx & 0xFF)
-                run(["ip", "-n", ns, "link", "set", fabric.ifname, "address", mac, "mtu", str(fabric.mtu), "up"])
                 addr = fabric.address(idx)
-                run(["ip", "-n", ns, "addr", "add", f"{addr}/{fabric.subnet.prefixlen}", "dev", fabric.ifname])
+                if config.network == "none":  # the lab provisions the node's network itself
+                    run(["ip", "-n", ns, "link", "set", fabric.ifname, "address", mac, "mtu", str(fabric.mtu), "up"])
+                    run(["ip", "-n", ns, "addr", "add", f"{addr}/{fabric.subnet.prefixlen}", "dev", fabric.ifname])
+                else:  # as a boot finds it: the node's own backend configures it (below)
+                    run(["ip", "-n", ns, "link", "set", fabric.ifname, "address", mac, "mtu", str(NETNS_DEFAULT_MTU)])
                 run(["ip", "-n", sw, "link", "set", self.port(node), "mtu", str(fabric.mtu), "master", "br0", "up"])
                 addresses[fabric.name] = {"ifname": fabric.ifname, "address": addr, "mac": mac,
                                           "prefixlen": fabric.subnet.prefixlen}
@@ -425,13 +439,14 @@ class Lab:
             run(["blockdev", "--flushbufs", loop], check=False)
             state["nodes"][node] = {"ns": ns, "index": idx, "nvme": loop, "nvme_image": image,
                                     "nvme_bytes": size, "interfaces": addresses, "holder_pid": 0,
-                                    "holder_start": None, "cgroup": None}
+                                    "holder_start": None, "cgroup": None, "network": config.network,
+                                    "share": _checkout() or None}
             self.save_state(state)
             # The node's blkio cgroup: its holder and everything that enters it (ssh, exec) join it,
             # so `impair NODE nvme` throttles exactly this node's I/O.
             state["nodes"][node]["cgroup"] = impair.make_node_cgroup(self.name, node)
             self.save_state(state)
-            self._prepare_upper(node, pubkey, hosts)
+            self._prepare_upper(node, pubkey, hosts, config.network, addresses)
             pid = self._start_holder(node, state["nodes"][node]["cgroup"])
             state["nodes"][node]["holder_pid"] = pid
             state["nodes"][node]["holder_start"] = proc_starttime(pid)
@@ -449,6 +464,15 @@ class Lab:
                 if time.monotonic() > deadline:
                     raise LabError(f"{node}: holder not ready after 20 s; see {self._holder_log(node)}")
                 time.sleep(0.02)
+        for node in names:
+            self.bind_boot_id(node, str(uuid.uuid4()), state)
+            state["nodes"][node]["boots"] = 1
+            if config.network != "none":
+                backend = boot.start_network(self, node, state)
+                if backend["rc"]:
+                    raise LabError(f"{node}: its network backend did not bring the NICs up ({backend['text']}); "
+                                   "see /run/datapath-lab-networkd.log inside the node")
+        self.save_state(state)
 
     def _build_server(self, name: str, fabric: Fabric, state: dict[str, Any]) -> None:
         """A namespace with one NIC on ``fabric``'s switch, wired exactly like a node's NIC."""
@@ -470,7 +494,24 @@ class Lab:
     def _holder_log(self, node: str) -> str:
         return os.path.join(self.state_dir, f"holder-{node}.log")
 
-    def _prepare_upper(self, node: str, pubkey: str, hosts: str) -> None:
+    def _write_network_config(self, upper: str, node: str, network: str, addresses: dict[str, Any]) -> None:
+        """The node's own network configuration (its addresses; MTUs are the collection's to set)."""
+        if network == "netplan":
+            body = {"network": {"version": 2, "renderer": "networkd", "ethernets": {
+                a["ifname"]: {"addresses": [f"{a['address']}/{a['prefixlen']}"], "link-local": []}
+                for a in addresses.values()}}}
+            os.makedirs(os.path.join(upper, "etc", "netplan"), exist_ok=True)
+            _write(os.path.join(upper, "etc", "netplan", "01-datapath-lab.yaml"),
+                   f"# lab node {node} (datapath-lab)\n" + json.dumps(body, indent=2) + "\n", 0o600)
+            return
+        for a in addresses.values():
+            _write(os.path.join(upper, "etc", "systemd", "network", f"10-lab-{a['ifname']}.network"),
+                   f"# lab node {node} (datapath-lab): addresses; the MTU is the collection's to set\n"
+                   f"[Match]\nName={a['ifname']}\n\n[Network]\nAddress={a['address']}/{a['prefixlen']}\n"
+                   "LinkLocalAddressing=no\nIPv6AcceptRA=no\nConfigureWithoutCarrier=yes\n", 0o644)
+
+    def _prepare_upper(self, node: str, pubkey: str, hosts: str, network: str = "none",
+                       addresses: dict[str, Any] | None = None) -> None:
         """Write the node's own files into its overlay upper layer before it is mounted."""
         base = os.path.join(self.run_dir, "nodes", node)
         upper = os.path.join(base, "upper")
@@ -490,7 +531,15 @@ class Lab:
         _write(os.path.join(upper, "etc", "hostname"), node + "\n", 0o644)
         _write(os.path.join(upper, "etc", "hosts"), hosts, 0o644)
         _write(os.path.join(upper, "etc", "machine-id"), os.urandom(16).hex() + "\n", 0o444)
+        # the node's own fstab (a fresh install's), never the host's: its boot runs `mount -a`
+        _write(os.path.join(upper, "etc", "fstab"), f"# /etc/fstab of lab node {node} (datapath-lab)\n", 0o644)
+        # shutdown -r / reboot inside the node ask the lab to reboot it (boot.SHIM), never the host
+        for rel in boot.SHIM_PATHS:
+            os.makedirs(os.path.dirname(os.path.join(upper, rel)), exist_ok=True)
+            _write(os.path.join(upper, rel), boot.SHIM, 0o755)
         _no_network_config(upper)
+        if network != "none":
+            self._write_network_config(upper, node, network, addresses or {})
 
     def _start_holder(self, node: str, cgroup: str | None = None) -> int:
         base = os.path.join(self.run_dir, "nodes", node)
@@ -517,6 +566,12 @@ class Lab:
             _kill(serve)
             _wait_gone([serve])
             done.append(f"stopped the source server (pid {serve})")
+        # 0b. the reboot agent, by its recorded PID.
+        agent = self.agent_pid(state)
+        if agent:
+            _kill(agent)
+            _wait_gone([agent])
+            done.append(f"stopped the reboot agent (pid {agent})")
         # 1. every process inside the lab's namespaces (holders, sshd -i sessions, modules).
         for ns in self.namespaces():
             pids = run(["ip", "netns", "pids", ns], check=False).stdout.split()
@@ -667,6 +722,97 @@ class Lab:
         return subprocess.call(self.nsenter_argv(node) + ["/bin/bash", "-l"],
                                env={**os.environ, "PS1": f"[{node}] \\w# "})
 
+    # ---------------------------------------------------------------- reboot
+    def recreate_nic(self, node: str, fabric: dict[str, Any], state: dict[str, Any], provision: bool) -> None:
+        """Recreate a node's NIC on ``fabric`` as a boot finds it: same name and MAC, the kernel's
+        default MTU, no address, down; the switch port keeps its MTU. ``provision``: then give it the
+        lab's address and the fabric's MTU, up (what `up` does, for a node without a backend)."""
+        ns, sw, port = self.ns(node), self.sw(fabric["name"]), self.port(node)
+        nic = state["nodes"][node]["interfaces"][fabric["name"]]
+        shown = json.loads(run(["ip", "-n", sw, "-j", "link", "show", port]).stdout or "[]")
+        port_mtu = shown[0]["mtu"] if shown else fabric["mtu"]
+        run(["ip", "-n", ns, "link", "del", nic["ifname"]])
+        run(["ip", "link", "add", nic["ifname"], "netns", ns, "type", "veth", "peer", "name", port, "netns", sw])
+        run(["ip", "-n", ns, "link", "set", nic["ifname"], "address", nic["mac"], "mtu", str(NETNS_DEFAULT_MTU)])
+        run(["ip", "-n", sw, "link", "set", port, "mtu", str(port_mtu), "master", "br0", "up"])
+        if provision:
+            run(["ip", "-n", ns, "link", "set", nic["ifname"], "mtu", str(fabric["mtu"]), "up"])
+            run(["ip", "-n", ns, "addr", "add", f"{nic['address']}/{nic['prefixlen']}", "dev", nic["ifname"]])
+
+    def bind_boot_id(self, node: str, boot_id: str, state: dict[str, Any] | None = None) -> None:
+        """The node's boot id: a file of the lab bound over /proc/sys/kernel/random/boot_id in the node
+        (bound once; a reboot rewrites the file in place, the same inode)."""
+        state = state or self.require_state()
+        base = os.path.join(self.run_dir, "nodes", node)
+        path = os.path.join(base, "boot_id")
+        fresh = not os.path.exists(path)
+        with open(path, "w") as handle:
+            handle.write(boot_id + "\n")
+        if fresh:
+            pid = self.holder_pid(node, state)
+            run(["nsenter", "-t", str(pid), "-m", "mount", "--bind", path,
+                 os.path.join(base, "merged", boot.BOOT_ID.lstrip("/"))])
+
+    def reboot(self, node: str) -> dict[str, Any]:
+        try:
+            return boot.reboot(self, node)
+        except boot.BootError as exc:
+            raise LabError(str(exc)) from None
+
+    def agent_pid(self, state: dict[str, Any] | None = None) -> int | None:
+        state = state if state is not None else self.load_state()
+        agent = (state or {}).get("agent") or {}
+        pid = agent.get("pid")
+        if pid and proc_starttime(pid) == agent.get("start"):
+            return int(pid)
+        return None
+
+    def start_agent(self, state: dict[str, Any]) -> int:
+        """The lab's reboot agent (host side): reboots a node whose shutdown -r / reboot asked for it."""
+        pid = self.agent_pid(state)
+        if pid:
+            return pid
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))] + [os.environ.get("PYTHONPATH", "")]))
+        with open(os.path.join(self.state_dir, "agent.log"), "a") as log, open(os.devnull) as devnull:
+            proc = subprocess.Popen([sys.executable, "-m", "datapath_lab", "--name", self.name, "agent"], env=env,
+                                    stdin=devnull, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+        state["agent"] = {"pid": proc.pid, "start": proc_starttime(proc.pid)}
+        self.save_state(state)
+        return proc.pid
+
+    def agent(self, poll: float = 0.2, grace: float = 1.0) -> int:
+        """The agent's loop: a node's request file (boot.REQUEST, seen through its holder's root) is
+        served once due, plus ``grace`` seconds (the asking SSH session returns first). Ends with the lab."""
+        seen: dict[str, float] = {}
+        while True:
+            state = self.load_state()
+            if not state or self.agent_pid(state) != os.getpid():
+                return 0
+            now = time.time()
+            for node in state["nodes"]:
+                pid = self.holder_pid(node, state)
+                request = f"/proc/{pid}/root{boot.REQUEST}" if pid else None
+                if not request or not os.path.exists(request):
+                    seen.pop(node, None)
+                    continue
+                seen.setdefault(node, now)
+                try:
+                    due = float(open(request).read().strip() or 0)
+                except (OSError, ValueError):
+                    due = 0.0
+                if now < max(due, seen[node] + grace):
+                    continue
+                seen.pop(node, None)
+                try:
+                    os.unlink(request)
+                    report = self.reboot(node)
+                    print(f"{time.strftime('%H:%M:%S')} rebooted {node}: boot id {report['boot_id']} in "
+                          f"{report['seconds']} s" + "".join(f"; PROBLEM {p}" for p in report["problems"]), flush=True)
+                except (LabError, OSError, subprocess.SubprocessError) as exc:
+                    print(f"{time.strftime('%H:%M:%S')} reboot of {node} failed: {exc}", flush=True)
+            time.sleep(poll)
+
     def set_port_mtu(self, node: str, fabric: str, mtu: int) -> None:
         state = self.require_state()
         if node not in state["nodes"]:
@@ -782,6 +928,8 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
                              "nvme_size": config.nvme_size}
     if config.server:  # only when set: labs up before servers existed keep comparing equal
         found["server"] = list(config.server)
+    if config.network != "none":
+        found["network"] = config.network
     return found
 
 

@@ -39,7 +39,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware imp
     parse_devlink_info,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology import NodeTopology
-from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import canonical_name, read_key
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import boot_values, canonical_name, read_key
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
@@ -154,12 +154,14 @@ class DatapathFacts(Capability):
     # -- sections -----------------------------------------------------------------------
     def sysctl(self):
         out = {}
-        for name in self.params.get("sysctl_keys") or []:
-            canon = canonical_name(str(name))
-            if not canon:
-                continue
+        names = [canonical_name(str(name)) for name in self.params.get("sysctl_keys") or []]
+        names = [name for name in names if name]
+        at_boot = boot_values(self.host, names)
+        for canon in names:
             state, value = read_key(self.host, canon)
-            out[canon] = {"value": value if state in ("ok", "read_only") else None, "state": state}
+            boot_value, boot_file = at_boot[canon]
+            out[canon] = {"value": value if state in ("ok", "read_only") else None, "state": state,
+                          "boot": boot_value, "boot_file": boot_file}
         return out
 
     def hugepages(self):

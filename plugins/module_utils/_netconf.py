@@ -33,6 +33,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf_systemd 
 )
 
 NM_SECTION = "NetworkManager connections"
+NETWORKD_STATE = "/run/systemd/netif/state"
 
 
 def apply_change(root, runner, action):
@@ -133,11 +134,17 @@ def detect(host, runner, systemctl=None):
     if yaml:
         etc = [p for p in yaml if p.startswith("/etc/")]
         found["netplan"] = "/etc/netplan/*.yaml present" if etc else "%s present" % yaml[0]
+    answered = False
     if systemctl:
         for backend, unit in (("networkmanager", "NetworkManager"), ("networkd", "systemd-networkd")):
             rc, out, err = runner.run([systemctl, "is-active", unit], check=False)
+            answered = answered or bool((out or "").strip())
             if (out or "").strip() == "active":
                 found[backend] = "%s is active" % unit
+    if not answered and host.exists(NETWORKD_STATE):
+        # No service manager answers (a container, a node without systemd as PID 1): networkd
+        # running on its own keeps its state file in /run (a tmpfs: gone with the boot that wrote it).
+        found["networkd"] = "no service manager answers; %s present" % NETWORKD_STATE
     if host.exists(IfupdownBackend.main):
         found["ifupdown"] = "%s present" % IfupdownBackend.main
     return found

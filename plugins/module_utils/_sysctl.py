@@ -134,6 +134,25 @@ def boot_order(host, managed_file=None):
     return ordered
 
 
+def boot_values(host, names):
+    """What systemd-sysctl sets at the next boot for each of ``names``: ``{name: (value, file)}``,
+    ``(None, None)`` where no file sets it. Files in ``boot_order``, the last assignment wins (a glob
+    name counts for the keys it matches); a file linked to /dev/null masks, a file reached twice
+    (99-sysctl.conf -> ../sysctl.conf) is read once."""
+    found = dict((name, (None, None)) for name in names)
+    seen = set()
+    for path in boot_order(host):
+        real = os.path.realpath(host.path(path))
+        if real in seen or real == "/dev/null":
+            continue
+        seen.add(real)
+        for name, value in parse_conf(host.read_raw(path)):
+            for key in found:
+                if name == key or ("*" in name and fnmatch.fnmatchcase(key, name)):
+                    found[key] = (" ".join(split_value(value)), path)
+    return found
+
+
 def _same_file(host, left, right):
     try:
         return os.path.samefile(host.path(left), host.path(right))

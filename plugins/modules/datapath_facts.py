@@ -118,10 +118,13 @@ ansible_facts:
           type: list
           elements: str
         sysctl:
-          description: Per key (dotted name) its normalised C(value) (V(null) when missing) and C(state)
-            (V(ok), V(read_only), V(missing), V(unreadable)).
+          description: Per key (dotted name) its normalised C(value) (V(null) when missing), C(state)
+            (V(ok), V(read_only), V(missing), V(unreadable)), and what the next boot sets - C(boot), the value
+            systemd-sysctl applies from the sysctl.d files in its order, the last assignment winning, and
+            C(boot_file), the file it comes from (both V(null) when no file sets the key).
           type: dict
-          sample: {"net.ipv4.tcp_rmem": {"value": "4096 131072 16777216", "state": "ok"}}
+          sample: {"net.ipv4.tcp_rmem": {"value": "4096 131072 16777216", "state": "ok",
+                   "boot": "4096 131072 16777216", "boot_file": "/etc/sysctl.d/90-aiinfra-datapath.conf"}}
         hugepages:
           description: C(default_size) and C(pools) per size (V(2M), V(1G)) with C(size_kb), C(total),
             C(free), C(resv), C(surplus) and C(per_node) (NUMA node -> C(total), C(free)).

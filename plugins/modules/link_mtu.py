@@ -81,7 +81,8 @@ options:
   persist:
     description:
       - Backend used to persist the MTU. V(auto) uses what the node has, in the order netplan
-        (C(/etc/netplan/*.yaml) present), NetworkManager (active), systemd-networkd (active),
+        (C(/etc/netplan/*.yaml) present), NetworkManager (active), systemd-networkd (active; where
+        no service manager answers C(systemctl), its state file C(/run/systemd/netif/state)),
         ifupdown (C(/etc/network/interfaces) present); if none is found the result says so
         and nothing is persisted. V(none) only sets the live MTU.
       - V(networkd) writes a drop-in C(/etc/systemd/network/NAME.network.d/90-aiinfra-mtu.conf)

@@ -167,6 +167,7 @@ def _sysctl(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) ->
             continue
         ok = _sysctl_ok(wanted, str(actual), mode)
         if ok:
+            _sysctl_boot(c, key, entry, wanted, wanted_text, mode, fix_file)
             continue
         if state == "read_only" and ignore:
             c.finding("sysctl_profile", "sysctl-read-only", key, wanted_text, actual, "info",
@@ -175,9 +176,33 @@ def _sysctl(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) ->
                       "set the key in the initial network namespace (the host), not in the container")
             continue
         how = "below the minimum" if mode == "minimum" else "differs from the plan"
-        c.drift("sysctl_profile", "sysctl-value", key, wanted_text, actual, f"{key} is {actual}: {how}",
+        c.drift("sysctl_profile", "sysctl-value", key, wanted_text, actual,
+                f"{key} is {actual}: {how}" + _boot_cause(key, entry, wanted, mode),
                 f"run site.yml (sysctl_profile role) to write it live and to {fix_file}; "
                 "look for a later sysctl.d file or a tool overriding it")
+
+
+def _boot_cause(key: str, entry: Mapping[str, Any], wanted: str, mode: str) -> str:
+    """Why the value will not (or did not) come back at a boot, from the facts' ``boot``/``boot_file``."""
+    if "boot" not in entry:  # facts of an older collection: not gathered
+        return ""
+    boot, source = entry.get("boot"), entry.get("boot_file")
+    if boot is None:
+        return "; no sysctl.d file sets it, so a boot does not restore it"
+    if not _sysctl_ok(wanted, str(boot), mode):
+        return f"; the next boot sets {boot} ({source})"
+    return ""
+
+
+def _sysctl_boot(c: _Collector, key: str, entry: Mapping[str, Any], wanted: str, wanted_text: str, mode: str,
+                 fix_file: str) -> None:
+    """A live value that is right but would not survive a reboot: drift of the persistence."""
+    cause = _boot_cause(key, entry, wanted, mode)
+    if cause:
+        c.drift("sysctl_profile", "sysctl-boot", key, wanted_text, entry.get("boot"),
+                f"{key} is right now{cause}",
+                f"run site.yml (sysctl_profile role) to write {fix_file}; look for a later sysctl.d file "
+                "that overrides it")
 
 
 def _sysctl_ok(wanted: str, actual: str, mode: str) -> bool:

@@ -414,3 +414,21 @@ def test_detect_and_choose(node):
     assert _netconf.choose(found) == "netplan" and set(found) == {"netplan", "networkd", "ifupdown"}
     assert found["netplan"] == "/etc/netplan/*.yaml present"
     assert _netconf.choose({}) is None
+
+
+def test_networkd_without_a_service_manager_is_found_by_its_state_file(node):
+    """A node without systemd as PID 1 (a container, a lab node): systemctl prints nothing on stdout
+    ("System has not been booted with systemd"), so networkd's state file in /run is the evidence;
+    a manager that answers (inactive) is believed over a stale file."""
+    def no_manager(argv):
+        return 1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\n"
+
+    def inactive(argv):
+        return 3, "inactive\n", ""
+
+    assert _netconf.detect(host(node), FakeRunner([no_manager, no_manager]), "/usr/bin/systemctl") == {}
+    node.put(_netconf.NETWORKD_STATE, "# This is private data. Do not parse.\nOPER_STATE=routable\n")
+    found = _netconf.detect(host(node), FakeRunner([no_manager, no_manager]), "/usr/bin/systemctl")
+    assert found == {"networkd": "no service manager answers; /run/systemd/netif/state present"}
+    assert _netconf.detect(host(node), FakeRunner(), None) == found  # no systemctl at all
+    assert _netconf.detect(host(node), FakeRunner([inactive, inactive]), "/usr/bin/systemctl") == {}

@@ -40,6 +40,11 @@ def lab_node(node) -> None:
              "/dev/loop7p1 /mnt/model-cache xfs rw,noatime,nodiratime,attr2 0 0\n"
              "/dev/vda / ext4 rw,relatime 0 0\n")
     node.put("/etc/fstab", "# comment\nUUID=abc /mnt/model-cache xfs noatime,nodiratime,nofail 0 2\n")
+    # what the next boot applies (systemd-sysctl's order: the last assignment wins; /etc/sysctl.conf last)
+    node.put("/usr/lib/sysctl.d/50-default.conf", "vm.swappiness = 30\nnet.core.rmem_max = 1\n")
+    node.put("/etc/sysctl.d/90-aiinfra-datapath.conf", "net.ipv4.tcp_rmem = 4096\t131072  16777216\n"
+             "-net.core.rmem_max = 16777216\n")
+    node.put("/etc/sysctl.conf", "vm.swappiness=10\n")
     node.put("/dev/loop7", "")
     node.put("/sys/class/block/loop7/size", "2097152\n")
     node.put(FEATURES + "/aiinfra-datapath", "# Written by aiinfra.datapath\naiinfra.io/lab=true\n"
@@ -68,11 +73,13 @@ def test_every_section_from_a_lab_like_node(run_module, node, monkeypatch):
     assert runner.calls == []  # veth only: no tool runs
     assert node.snapshot() == before
     assert facts["version"] == 1
+    ours = "/etc/sysctl.d/90-aiinfra-datapath.conf"
     assert facts["sysctl"] == {
-        "net.ipv4.tcp_rmem": {"value": "4096 131072 16777216", "state": "ok"},
-        "net.core.rmem_max": {"value": "212992", "state": "read_only"},
-        "vm.swappiness": {"value": "60", "state": "ok"},
-        "net.no.such_key": {"value": None, "state": "missing"},
+        "net.ipv4.tcp_rmem": {"value": "4096 131072 16777216", "state": "ok", "boot": "4096 131072 16777216",
+                              "boot_file": ours},
+        "net.core.rmem_max": {"value": "212992", "state": "read_only", "boot": "16777216", "boot_file": ours},
+        "vm.swappiness": {"value": "60", "state": "ok", "boot": "10", "boot_file": "/etc/sysctl.conf"},
+        "net.no.such_key": {"value": None, "state": "missing", "boot": None, "boot_file": None},
     }
     pools = facts["hugepages"]["pools"]
     assert facts["hugepages"]["default_size"] == "2M"
@@ -113,7 +120,7 @@ def test_missing_subsystems_are_null_with_a_reason_never_a_failure(run_module, n
     assert facts["thp"] is None and "thp" in facts["unavailable"]
     assert facts["cmdline"] is None and facts["interfaces"] is None and facts["qos"] is None
     assert facts["memory_bytes"] is None and facts["numa_nodes"] is None
-    assert facts["sysctl"] == {"vm.swappiness": {"value": None, "state": "missing"}}
+    assert facts["sysctl"] == {"vm.swappiness": {"value": None, "state": "missing", "boot": None, "boot_file": None}}
     assert facts["storage"]["mounts"]["/mnt/model-cache"]["mounted"] is False
     assert facts["nfd"] == {"directory": FEATURES, "files": {}, "labels": {}}
 

@@ -98,6 +98,46 @@ def test_sysctl_not_gathered_is_not_compared() -> None:
 
 
 # -- socket buffers vs BDP --------------------------------------------------------------------
+OURS = "/etc/sysctl.d/90-aiinfra-datapath.conf"
+
+
+def test_sysctl_right_now_but_not_restored_by_a_boot() -> None:
+    """The facts' ``boot``/``boot_file`` (what systemd-sysctl applies next boot): a value that is right
+    live but set by no file, or overridden by a later one, is persistence drift, named with its file."""
+    f = facts()
+    for entry in f["sysctl"].values():
+        entry.update(boot=entry["value"], boot_file=OURS)
+    assert compare(plan(), f) == []
+    f["sysctl"]["net.ipv4.tcp_mtu_probing"].update(boot=None, boot_file=None)  # our file deleted
+    found = only(compare(plan(), f))
+    assert (found["check"], found["kind"], found["severity"]) == ("sysctl-boot", "drift", "error")
+    assert found["actual"] is None
+    assert "no sysctl.d file sets it, so a boot does not restore it" in found["reason"]
+    f["sysctl"]["net.ipv4.tcp_mtu_probing"].update(boot="0", boot_file="/etc/sysctl.d/99-local.conf")
+    found = only(compare(plan(), f))
+    assert found["actual"] == "0" and "the next boot sets 0 (/etc/sysctl.d/99-local.conf)" in found["reason"]
+    # minimum mode: a boot value at or above the floor is fine
+    f = facts()
+    for entry in f["sysctl"].values():
+        entry.update(boot=entry["value"], boot_file=OURS)
+    f["sysctl"]["net.ipv4.tcp_rmem"].update(boot="4096 262144 33554432")
+    assert compare(plan(), f) == []
+
+
+def test_sysctl_live_drift_names_the_boot_cause_in_one_finding() -> None:
+    """After a reboot without our file: one finding per key, its reason says why the boot lost it."""
+    f = facts()
+    for entry in f["sysctl"].values():
+        entry.update(boot=entry["value"], boot_file=OURS)
+    f["sysctl"]["net.ipv4.tcp_mtu_probing"].update(value="0", boot=None, boot_file=None)
+    found = only(compare(plan(), f))
+    assert found["check"] == "sysctl-value"
+    assert found["reason"] == ("net.ipv4.tcp_mtu_probing is 0: differs from the plan; no sysctl.d file sets it, "
+                               "so a boot does not restore it")
+    f["sysctl"]["net.ipv4.tcp_mtu_probing"].update(boot="1", boot_file=OURS)  # the file is fine: no cause to add
+    assert only(compare(plan(), f))["reason"] == "net.ipv4.tcp_mtu_probing is 0: differs from the plan"
+
+
 def test_socket_buffer_below_bandwidth_delay_product() -> None:
     f = facts()
     f["sysctl"]["net.core.wmem_max"]["value"] = "4194304"  # 4 MiB < 400 Gb/s x 100 µs = 5 MB
