@@ -19,9 +19,10 @@ holder (the inventory's ProxyCommand names its PID) and resets everything else a
    ``mount -a``, then the units installed on this node (its overlay's own
    ``*.target.wants`` links) that are enabled, ordered by their After=/Before=.
 
-Global kernel state (vm.*, kernel.*, fs.*, the HugePage pool) is shared with the host and never
-reset: what the boot would set is read from systemd-sysctl's merged configuration
-(``--cat-config``) and compared with the live values instead (``globals`` in the report).
+Global kernel state (vm.*, kernel.*, fs.*, the HugePage pool, THP) is shared with the host and
+never reset: what the boot would set from the node's own files is read from systemd-sysctl's
+merged configuration (``--cat-config``) and the node's tmpfiles.d ``w /sys/...`` lines, and
+compared with the live values instead (``globals`` in the report).
 """
 
 from __future__ import annotations
@@ -312,12 +313,12 @@ def reboot(lab: Lab, node: str) -> dict[str, Any]:
     # 5. the boot path, inside the node
     tmpfiles = _in_node(lab, node, ["systemd-tmpfiles", "--create", "--remove", "--boot", "--exclude-prefix=/dev",
                                     "--exclude-prefix=/sys", "--exclude-prefix=/proc"])
-    step("systemd-tmpfiles", f"--create --remove --boot: rc {tmpfiles.returncode}")
+    step("systemd-tmpfiles", f"--create --remove --boot (not below /dev, /sys, /proc): rc {tmpfiles.returncode}")
     sysctl = _in_node(lab, node, [SYSCTL, "--prefix=net"])
     report["sysctl_log"] = sysctl.stderr.strip().splitlines()
     step("systemd-sysctl", f"network keys applied (rc {sysctl.returncode}"
                            + (f"; {len(report['sysctl_log'])} message(s))" if report["sysctl_log"] else ")"))
-    report["globals"] = global_sysctls(lab, node, state)
+    report["globals"] = {**global_sysctls(lab, node, state), **global_tmpfiles(lab, node, state)}
     differ = sorted(k for k, v in report["globals"].items() if not v["same"])
     if differ:
         kept = report["globals"]
@@ -378,6 +379,39 @@ def global_sysctls(lab: Lab, node: str, state: dict[str, Any]) -> dict[str, dict
             continue
         out[key] = {"boot": " ".join(value.split()), "live": live, "file": source,
                     "same": " ".join(value.split()) == live}
+    return out
+
+
+def _selected(text: str) -> str:
+    """A sysfs choice file's value: ``always [madvise] never`` -> ``madvise``; else the text."""
+    match = re.search(r"\[([^\]]+)\]", text)
+    return match.group(1) if match else " ".join(text.split())
+
+
+def global_tmpfiles(lab: Lab, node: str, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The node's own tmpfiles.d ``w`` lines below /sys (THP: the hugepages capability's boot file),
+    which the boot does not run on the shared kernel: what they would write against the live value."""
+    upper = os.path.join(lab.run_dir, "nodes", node, "upper")
+    root = node_root(lab, node, state)
+    out: dict[str, dict[str, Any]] = {}
+    directory = os.path.join(upper, "etc", "tmpfiles.d")
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+        try:
+            with open(os.path.join(directory, name)) as handle:
+                lines = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            fields = line.split(None, 6)
+            if len(fields) < 7 or fields[0] not in ("w", "w+") or not fields[1].startswith("/sys/"):
+                continue
+            try:
+                with open(os.path.join(root, fields[1].lstrip("/"))) as handle:
+                    live = _selected(handle.read())
+            except OSError:
+                continue
+            value = " ".join(fields[6].split())
+            out[fields[1]] = {"boot": value, "live": live, "file": f"/etc/tmpfiles.d/{name}", "same": value == live}
     return out
 
 

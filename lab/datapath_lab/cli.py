@@ -188,9 +188,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"lab {lab.name}: up since {status['created']} ({status['up_seconds']} s to build)")
                 for fabric in status["fabrics"]:
                     print(f"  fabric {fabric['name']}: {fabric['subnet']} MTU {fabric['mtu']} ({fabric['ifname']})")
+                agent = status.get("agent_pid")
+                print(f"  network backend in the nodes: {status.get('network', 'none')}; reboot agent: "
+                      + (f"pid {agent}" if agent else "not running (`up` starts it)"))
                 for node, info in status["nodes"].items():
                     addrs = ", ".join(f"{i['ifname']} {i['address']}" for i in info["interfaces"].values())
-                    print(f"  {node}: nvme {info['nvme']}; {addrs}")
+                    boots = f"; boot {info['boots']} ({info['boot_id']})" if info.get("boot_id") else ""
+                    print(f"  {node}: nvme {info['nvme']}; {addrs}{boots}")
                 server = status.get("server")
                 if server:
                     serving = server.get("serving")

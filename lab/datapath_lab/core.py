@@ -465,8 +465,9 @@ class Lab:
                     raise LabError(f"{node}: holder not ready after 20 s; see {self._holder_log(node)}")
                 time.sleep(0.02)
         for node in names:
-            self.bind_boot_id(node, str(uuid.uuid4()), state)
-            state["nodes"][node]["boots"] = 1
+            boot_id = str(uuid.uuid4())
+            self.bind_boot_id(node, boot_id, state)
+            state["nodes"][node].update(boots=1, boot_id=boot_id, booted_at=time.time())
             if config.network != "none":
                 backend = boot.start_network(self, node, state)
                 if backend["rc"]:
@@ -781,7 +782,7 @@ class Lab:
         self.save_state(state)
         return proc.pid
 
-    def agent(self, poll: float = 0.2, grace: float = 1.0) -> int:
+    def agent(self, poll: float = 0.5, grace: float = 1.0) -> int:
         """The agent's loop: a node's request file (boot.REQUEST, seen through its holder's root) is
         served once due, plus ``grace`` seconds (the asking SSH session returns first). Ends with the lab."""
         seen: dict[str, float] = {}
@@ -831,7 +832,8 @@ class Lab:
         return {"name": self.name, "up": True, "problems": self.health(state), "nodes": state["nodes"],
                 "impairments": impair.records(state),
                 "fabrics": state["fabrics"], "server": state.get("server"), "created": state.get("created"),
-                "up_seconds": state.get("up_seconds"), "inventory_dir": state.get("inventory_dir")}
+                "up_seconds": state.get("up_seconds"), "inventory_dir": state.get("inventory_dir"),
+                "network": state.get("config", {}).get("network", "none"), "agent_pid": self.agent_pid(state)}
 
     # ---------------------------------------------------------------- inventory
     def proxy_command(self, node: str, state: dict[str, Any]) -> str:

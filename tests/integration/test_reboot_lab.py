@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,15 +40,19 @@ DROP_IN = f"/etc/systemd/network/10-lab-{RDMA_IF}.network.d/90-aiinfra-mtu.conf"
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
 CACHE = "/mnt/model-cache"
 TCP_RMEM = "4096\t131072\t16777216"  # the lab spec's net.ipv4.tcp_rmem as the kernel prints it
+THP = "/sys/kernel/mm/transparent_hugepage"
 TXQUEUELEN = 4242  # what the RoCE re-apply unit's saved steps set in the lab (veths have no DCB)
 
 
-def lab_cli(*args: str) -> str:
-    import subprocess
-    done = subprocess.run([os.path.join(VENV_BIN, "datapath-lab"), "--name", LAB_NAME, *args],
+def lab_cli_named(name: str, *args: str) -> str:
+    done = subprocess.run([os.path.join(VENV_BIN, "datapath-lab"), "--name", name, *args],
                           capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+def lab_cli(*args: str) -> str:
+    return lab_cli_named(LAB_NAME, *args)
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +134,9 @@ def test_site_then_every_node_rebooted_then_the_audit_is_clean(dpb: LabHandle, t
         # the global pool is not reset: the boot's HugePage setting is read from the node's own file
         assert report["globals"]["vm.nr_hugepages"] == {
             "boot": "64", "live": "64", "same": True, "file": "/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf"}
+        assert report["globals"][f"{THP}/enabled"] == {"boot": "madvise", "live": "madvise", "same": True,
+                                                       "file": "/etc/tmpfiles.d/aiinfra-datapath-hugepages.conf"}
+        assert all(v["same"] for v in report["globals"].values()), report["globals"]
     units = {u["unit"]: u["result"] for u in reports[0]["units"]}
     assert units == {"aiinfra-roce-qos.service": "ok"}
     assert f"qlen {TXQUEUELEN}" in lab.sh("node1", f"ip link show {RDMA_IF}").stdout
@@ -199,3 +208,42 @@ def test_a_broken_boot_path_is_named_by_the_audit_after_the_reboot(dpb: LabHandl
     assert any(f"the next boot sets four thousand ({SYSCTL_FILE})" in r
                for r in reasons[("node3", "sysctl_profile")]), reasons
     assert any(f"the model cache {CACHE} is not mounted" in r for r in reasons[("node4", "nvme_layout")]), reasons
+
+
+# --------------------------------------------------------------------------- netplan
+@pytest.fixture(scope="module")
+def dpn2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
+    reason = _lab_possible()
+    if reason:
+        pytest.skip(reason)
+    if not shutil.which("netplan"):
+        pytest.skip("netplan is not installed (scripts/bootstrap.sh installs netplan.io)")
+    lab = Lab("dpn2")
+    try:
+        state = lab.up(LabConfig(name="dpn2", nodes=2, network="netplan",
+                                 inventory_dir=str(tmp_path_factory.mktemp("dpn2-inventory"))), log=lambda *_: None)
+        yield LabHandle(lab, state)
+    finally:
+        lab.down(log=lambda *_: None)
+
+
+def test_netplan_node_keeps_its_mtu_across_a_reboot(dpn2: LabHandle, tmp_path: Path) -> None:
+    """netplan nodes: link_mtu finds netplan (the node's /etc/netplan), and as netplan would replace the
+    .link udev applies, persists the MTU with a .link of its own; at the boot netplan generate renders the
+    addresses for networkd and udev's net_setup_link applies our .link: the MTU is back, the audit clean."""
+    lab = dpn2
+    result = lab.playbook(SITE)
+    assert result.rc == 0, result.failures()
+    for node in lab.nodes:
+        assert mtu(lab, node, RDMA_IF) == 9000
+        assert "MTUBytes=9000" in lab.sh(node, f"cat /etc/systemd/network/10-aiinfra-{RDMA_IF}.link").stdout
+    reports = json.loads(lab_cli_named("dpn2", "reboot", "--json"))
+    for node, report in zip(lab.nodes, reports, strict=True):
+        assert report["problems"] == [], report["problems"]
+        steps = {s["step"]: s["text"] for s in report["steps"]}
+        assert steps["network-backend"].startswith("netplan generate: rc 0; systemd-networkd started")
+        assert f"{RDMA_IF} /etc/systemd/network/10-aiinfra-{RDMA_IF}.link" in steps["udev"]
+        assert mtu(lab, node, RDMA_IF) == 9000
+        assert f"10-netplan-{RDMA_IF}.network" in lab.sh(node, "ls /run/systemd/network").stdout
+    audit_result, report = audit(lab, tmp_path)
+    assert audit_result.rc == 0 and failing(report) == [], failing(report)

@@ -150,3 +150,38 @@ def test_network_mode_is_checked() -> None:
     assert args.network == "networkd"
     assert cli.build_parser().parse_args(["reboot"]).nodes == []
     assert cli.build_parser().parse_args(["reboot", "node2", "node3", "--json"]).nodes == ["node2", "node3"]
+
+
+def test_global_tmpfiles_lines_are_compared_with_the_live_sysfs(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """THP is written at boot by the node's own tmpfiles.d file; the boot does not run it on the shared
+    kernel, it compares what it would write with the live choice ([madvise] -> madvise)."""
+    upper, root = tmp_path / "run/nodes/node1/upper", tmp_path / "root"
+    (upper / "etc/tmpfiles.d").mkdir(parents=True)
+    (upper / "etc/tmpfiles.d/aiinfra-datapath-hugepages.conf").write_text(
+        "# Managed by aiinfra.datapath.hugepages\n"
+        "w /sys/kernel/mm/transparent_hugepage/enabled - - - - madvise\n"
+        "w /sys/kernel/mm/transparent_hugepage/defrag - - - - defer+madvise\n"
+        "w /sys/kernel/mm/gone - - - - 1\n"
+        "d /run/aiinfra 0755 root root -\n")
+    thp = root / "sys/kernel/mm/transparent_hugepage"
+    thp.mkdir(parents=True)
+    (thp / "enabled").write_text("always [madvise] never\n")
+    (thp / "defrag").write_text("always defer [defer+madvise] madvise never\n")
+
+    class FakeLab:
+        run_dir = str(tmp_path / "run")
+
+    monkeypatch.setattr(boot, "node_root", lambda lab, node, state: str(root))
+    found = boot.global_tmpfiles(FakeLab(), "node1", {})
+    assert found == {
+        "/sys/kernel/mm/transparent_hugepage/enabled": {
+            "boot": "madvise", "live": "madvise", "same": True,
+            "file": "/etc/tmpfiles.d/aiinfra-datapath-hugepages.conf"},
+        "/sys/kernel/mm/transparent_hugepage/defrag": {
+            "boot": "defer+madvise", "live": "defer+madvise", "same": True,
+            "file": "/etc/tmpfiles.d/aiinfra-datapath-hugepages.conf"},
+    }
+    (thp / "enabled").write_text("[always] madvise never\n")
+    again = boot.global_tmpfiles(FakeLab(), "node1", {})
+    assert again["/sys/kernel/mm/transparent_hugepage/enabled"]["same"] is False
