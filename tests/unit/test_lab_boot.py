@@ -133,9 +133,9 @@ def test_shim_asks_the_lab_for_a_reboot(tmp_path: Path, name: str, args: list[st
 
 
 def test_shim_cancels_and_refuses_power_off(tmp_path: Path) -> None:
-    done, request = _shim(tmp_path, "shutdown", "-r", "+5")
+    request = _shim(tmp_path, "shutdown", "-r", "+5")[1]
     assert request.exists()
-    cancelled, _ = _shim(tmp_path, "shutdown", "-c")
+    cancelled = _shim(tmp_path, "shutdown", "-c")[0]
     assert cancelled.returncode == 0 and not request.exists()
     for args in (["-h", "now"], ["-P"], ["now"]):
         refused, request = _shim(tmp_path, "shutdown", *args)
@@ -152,8 +152,8 @@ def test_network_mode_is_checked() -> None:
     assert cli.build_parser().parse_args(["reboot", "node2", "node3", "--json"]).nodes == ["node2", "node3"]
 
 
-def test_global_tmpfiles_lines_are_compared_with_the_live_sysfs(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_global_tmpfiles_lines_are_compared_with_the_live_sysfs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """THP is written at boot by the node's own tmpfiles.d file; the boot does not run it on the shared
     kernel, it compares what it would write with the live choice ([madvise] -> madvise)."""
     upper, root = tmp_path / "run/nodes/node1/upper", tmp_path / "root"
