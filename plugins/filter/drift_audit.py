@@ -32,8 +32,9 @@ def audit_findings(plan: Any, facts: Any, verify: Any = None, rtt_us: Any = _aud
 
 
 def audit_reports(results: Any, fail_on: Any = "drift", options: Any = None,
-                  generated_at: Any = None) -> dict[str, Any]:
-    """The three report texts and the verdict from {host: findings}."""
+                  generated_at: Any = None, last_runs: Any = None) -> dict[str, Any]:
+    """The three report texts and the verdict from {host: findings}; ``last_runs``: {host: the
+    ``last_run`` section of its datapath_facts} (pulled nodes)."""
     if not isinstance(results, Mapping):
         raise AnsibleFilterError("audit_reports: the input must map each host to its findings")
     plain: dict[str, list[dict[str, Any]]] = {}
@@ -44,8 +45,10 @@ def audit_reports(results: Any, fail_on: Any = "drift", options: Any = None,
             raise AnsibleFilterError(f"audit_reports: findings of {host} must be a list")
         plain[str(host)] = [_plain(f) for f in findings]
     try:
+        runs = {str(h): _plain(r) for h, r in last_runs.items() if isinstance(r, Mapping)} \
+            if isinstance(last_runs, Mapping) else None
         return _audit.reports(plain, str(fail_on), _plain(options) if isinstance(options, Mapping) else None,
-                              None if generated_at is None else str(generated_at))
+                              None if generated_at is None else str(generated_at), runs)
     except ValueError as exc:
         raise AnsibleFilterError(f"audit_reports: {exc}") from None
 

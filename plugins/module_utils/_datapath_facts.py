@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import json
 import os
 import re
 
@@ -43,7 +44,9 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import bo
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
-            "storage", "nfd", "topology")
+            "storage", "nfd", "topology", "last_run")
+LAST_RUN_FILE = "/var/lib/aiinfra-datapath/last-run.json"  # written by playbooks/local.yml (pull mode)
+LAST_RUN_KEYS = ("node", "result", "error", "finished", "revision", "check_mode", "reboot_required")
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 HUGEPAGES_ROOT = "/sys/kernel/mm/hugepages"
 NPRIO = 8
@@ -119,6 +122,7 @@ class DatapathFacts(Capability):
             interfaces=dict(type="list", elements="str"),
             storage_devices=dict(type="list", elements="str", default=[]),
             mount_paths=dict(type="list", elements="str", default=[]),
+            last_run_file=dict(type="path", default=LAST_RUN_FILE),
         )
 
     def __init__(self, params, node):
@@ -394,6 +398,26 @@ class DatapathFacts(Capability):
         self.notes.extend("topology: %s" % note for note in state["notes"])
         return state["topology"]
 
+    def last_run(self):
+        """The node's own last pull run (last-run.json of playbooks/local.yml): when it last
+        converged, at which revision, with which result; ``{"present": false}`` on a pushed node."""
+        path = self.params.get("last_run_file") or LAST_RUN_FILE
+        text = self.host.read_raw(path)
+        if text is None:
+            return {"present": False, "file": path}
+        try:
+            record = json.loads(text)
+        except ValueError as exc:
+            return {"present": True, "file": path, "result": "unreadable", "error": "%s: %s" % (path, exc)}
+        if not isinstance(record, dict):
+            return {"present": True, "file": path, "result": "unreadable", "error": "%s: not a JSON object" % path}
+        out = {"present": True, "file": path}
+        out.update((key, record.get(key)) for key in LAST_RUN_KEYS)
+        for key in ("changed", "failed"):
+            value = record.get(key)
+            out[key] = [str(item) for item in value] if isinstance(value, list) else []
+        return out
+
     # -- all ----------------------------------------------------------------------------
     def collect(self):
         facts = {"version": FACTS_VERSION, "gathered": [s for s in SECTIONS if s in self.gather]}
@@ -412,6 +436,7 @@ class DatapathFacts(Capability):
         facts["storage"] = self._section("storage", self.storage)
         facts["nfd"] = self._section("nfd", self.nfd)
         facts["topology"] = self._section("topology", self.topology)
+        facts["last_run"] = self._section("last_run", self.last_run)
         facts["unavailable"] = dict(sorted(self.unavailable.items()))
         facts["notes"] = self.notes
         return facts

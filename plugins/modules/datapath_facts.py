@@ -51,8 +51,8 @@ options:
         device-backed NICs to C(interfaces); V(topology) fills C(topology).
     type: list
     elements: str
-    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology]
-    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology]
+    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
+    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
   sysctl_keys:
     description:
       - Sysctl keys to read, dotted (V(net.ipv4.tcp_rmem)) or slashed (V(net/ipv4/tcp_rmem)).
@@ -75,6 +75,13 @@ options:
     type: list
     elements: str
     default: []
+  last_run_file:
+    description:
+      - The record a node in pull mode writes after each run (C(playbooks/local.yml), docs/pull.md);
+        the C(last_run) section reads it, so the audit shows when a pulled node last converged and at which
+        revision.
+    type: path
+    default: /var/lib/aiinfra-datapath/last-run.json
 extends_documentation_fragment:
   - aiinfra.datapath.node
 seealso:
@@ -179,6 +186,18 @@ ansible_facts:
           type: dict
           sample: {"gpus": [], "nics": [{"name": "eth0", "pci": "0000:00:03.0", "numa_node": 0, "rdma": []}],
                    "nvme": [], "iommu": {"mode": "off"}}
+        last_run:
+          description:
+            - The node's last pull run, from O(last_run_file) - C(present) (V(false) on a node that is pushed to),
+              C(file), C(node), C(result) (V(succeeded), V(failed), or V(unreadable) when the file is not a JSON
+              object), C(error), C(finished) (UTC, ISO 8601), C(revision) (the spec's git revision),
+              C(check_mode), C(reboot_required), C(changed) and C(failed) (capabilities).
+            - The audit report shows it per host (C(hosts[].last_run) of audit.json).
+          type: dict
+          sample: {"present": true, "file": "/var/lib/aiinfra-datapath/last-run.json", "node": "node1",
+                   "result": "succeeded", "error": null, "finished": "2026-12-03T18:00:00Z",
+                   "revision": "3f1c2e0", "check_mode": false, "reboot_required": false,
+                   "changed": ["sysctl_profile"], "failed": []}
         unavailable:
           description: Section -> why it could not be read.
           type: dict

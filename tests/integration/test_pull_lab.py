@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from datapath_lab import Lab, LabConfig
@@ -125,7 +126,7 @@ def node_state(lab: LabHandle, node: str) -> str:
                   check=False).stdout
 
 
-def test_nodes_pull_at_once_converge_then_change_nothing(pull_lab: LabHandle) -> None:
+def test_nodes_pull_at_once_converge_then_change_nothing(pull_lab: LabHandle, tmp_path: Path) -> None:
     revisions = {node: make_repo(pull_lab, node) for node in pull_lab.nodes}
     with ThreadPoolExecutor(len(pull_lab.nodes)) as pool:
         runs = dict(zip(pull_lab.nodes, pool.map(lambda n: pull(pull_lab, n), pull_lab.nodes), strict=True))
@@ -145,6 +146,18 @@ def test_nodes_pull_at_once_converge_then_change_nothing(pull_lab: LabHandle) ->
     assert again.returncode == 0, again.stdout[-4000:]
     assert recap(again, pull_lab.nodes[0])["changed"] == 0, again.stdout[-4000:]
     assert last_run(pull_lab, pull_lab.nodes[0])["changed"] == []
+
+    # the controller's audit sees when each pulled node last converged and at which revision
+    audit = pull_lab.playbook(os.path.join(REPO, "playbooks", "audit.yml"),
+                              extra_vars={"audit_report_dir": str(tmp_path)})
+    report = json.loads((tmp_path / "audit.json").read_text())
+    hosts = {h["name"]: h for h in report["hosts"]}
+    assert set(hosts) == set(pull_lab.nodes), audit.stdout[-3000:]
+    for node in pull_lab.nodes:
+        record = last_run(pull_lab, node)
+        assert hosts[node]["last_run"] == {"result": "succeeded", "finished": record["finished"],
+                                           "revision": revisions[node], "error": None, "reboot_required": False}
+    assert f"| {pull_lab.nodes[0]} | succeeded | " in (tmp_path / "audit.md").read_text()
 
 
 def test_an_invalid_spec_changes_nothing_and_last_run_says_why(pull_lab: LabHandle) -> None:

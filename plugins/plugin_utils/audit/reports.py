@@ -46,9 +46,16 @@ def _counts(findings: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     }
 
 
+LAST_RUN_FIELDS = ("result", "finished", "revision", "error", "reboot_required")
+
+
 def build_report(results: Mapping[str, Sequence[Mapping[str, Any]]], fail_on: str = "drift",
-                 options: Mapping[str, Any] | None = None, generated_at: str | None = None) -> dict[str, Any]:
-    """The audit document from ``{host: findings}`` (every audited host, also those without findings)."""
+                 options: Mapping[str, Any] | None = None, generated_at: str | None = None,
+                 last_runs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The audit document from ``{host: findings}`` (every audited host, also those without findings).
+
+    ``last_runs``: ``{host: datapath_facts.last_run}``; a host whose node keeps a last-run.json (pull
+    mode) gets ``last_run`` (result, finished, revision, error, reboot_required)."""
     findings = sorted((dict(f) for host in sorted(results) for f in results[host]), key=sort_key)
     hosts = []
     for host in sorted(results):
@@ -56,7 +63,11 @@ def build_report(results: Mapping[str, Sequence[Mapping[str, Any]]], fail_on: st
         counts = _counts(mine)
         reached = not any(f.get("capability") == "facts" for f in mine)
         status = "unreachable" if not reached else "fail" if counts["failing"] else "pass"
-        hosts.append({"name": host, "status": status, "counts": counts})
+        entry: dict[str, Any] = {"name": host, "status": status, "counts": counts}
+        run = (last_runs or {}).get(host)
+        if isinstance(run, Mapping) and run.get("present"):
+            entry["last_run"] = {key: run.get(key) for key in LAST_RUN_FIELDS}
+        hosts.append(entry)
     by_capability = {cap: _counts([f for f in findings if f.get("capability") == cap])
                      for cap in (*CAPABILITIES, "facts")}
     return {
@@ -160,6 +171,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for host in report["hosts"]:
         c = host["counts"]
         lines.append(f"| {host['name']} | {host['status']} | {c['error']} | {c['warning']} | {c['info']} |")
+    pulled = [h for h in report["hosts"] if h.get("last_run")]
+    if pulled:
+        lines += ["", "## Last pull run of each pulled node", "",
+                  "| host | result | finished | revision | reboot required | error |", "|---|---|---|---|---|---|"]
+        for host in pulled:
+            run = host["last_run"]
+            reboot = {True: "yes", False: "no"}.get(run["reboot_required"])
+            lines.append("| " + " | ".join(_cell(v) for v in (
+                host["name"], run["result"], run["finished"], run["revision"], reboot, run["error"])) + " |")
     findings: list[Mapping[str, Any]] = list(report["findings"])
     caps = sorted({f["capability"] for f in findings},
                   key=lambda cap: (min(sort_key(f) for f in findings if f["capability"] == cap)[:2],
@@ -178,9 +198,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
 
 
 def reports(results: Mapping[str, Sequence[Mapping[str, Any]]], fail_on: str = "drift",
-            options: Mapping[str, Any] | None = None, generated_at: str | None = None) -> dict[str, Any]:
+            options: Mapping[str, Any] | None = None, generated_at: str | None = None,
+            last_runs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{files: {audit.json: text, audit.xml: text, audit.md: text}, summary, failed, hosts}``."""
-    report = build_report(results, fail_on, options, generated_at)
+    report = build_report(results, fail_on, options, generated_at, last_runs)
     return {
         "files": {"audit.json": render_json(report), "audit.xml": render_junit(report),
                   "audit.md": render_markdown(report)},

@@ -227,3 +227,29 @@ def test_topology_of_a_node_without_gpus(run_module, node, monkeypatch):
     facts = facts_of(run_module(datapath_facts.main, {"root": str(node.root)}))
     assert facts["topology"]["gpus"] == [] and facts["unavailable"] == {}
     assert any(note.startswith("topology: no GPU on this node") for note in facts["notes"])
+
+
+def test_last_run_of_a_pulled_node(run_module, node, monkeypatch):
+    """playbooks/local.yml's last-run.json, as the audit shows it; absent on a pushed node; a broken
+    file is reported as unreadable, never a failure."""
+    no_tools(monkeypatch)
+    path = "/var/lib/aiinfra-datapath/last-run.json"
+
+    def last_run():
+        return facts_of(run_module(datapath_facts.main, {"root": str(node.root), "gather": ["last_run"]}))["last_run"]
+
+    assert last_run() == {"present": False, "file": path}
+    record = {"version": 1, "node": "node1", "result": "failed", "error": "spec: version must be 1",
+              "finished": "2026-12-03T18:00:00Z", "revision": "3f1c2e0a", "check_mode": False,
+              "changed": [], "failed": ["validate"], "reboot_required": False, "reboot_reasons": [],
+              "unsupported": []}
+    node.put(path, json.dumps(record))
+    assert last_run() == {"present": True, "file": path, "node": "node1", "result": "failed",
+                          "error": "spec: version must be 1", "finished": "2026-12-03T18:00:00Z",
+                          "revision": "3f1c2e0a", "check_mode": False, "reboot_required": False,
+                          "changed": [], "failed": ["validate"]}
+    node.put(path, "{half")
+    broken = last_run()
+    assert broken["present"] is True and broken["result"] == "unreadable" and path in broken["error"]
+    node.put(path, "[]")
+    assert last_run()["error"] == path + ": not a JSON object"

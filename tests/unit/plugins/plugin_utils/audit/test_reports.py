@@ -136,3 +136,24 @@ def test_junit_stays_readable_with_control_characters() -> None:
     root = ET.fromstring(text)  # well-formed
     assert root.find("testsuite").get("name") == "node\\x01"
     assert "a\\x00b\\x1b[31m" in root.find("testsuite/testcase/failure").text
+
+
+def test_pulled_nodes_show_their_last_run() -> None:
+    """datapath_facts' last_run (pull mode) per host: in audit.json (schema-valid) and a table in audit.md;
+    a pushed node (present: false) and a host without facts get none."""
+    runs = {"node1": {"present": True, "file": "/var/lib/aiinfra-datapath/last-run.json", "node": "node1",
+                      "result": "succeeded", "error": None, "finished": "2026-12-03T18:00:00Z",
+                      "revision": "3f1c2e0a", "check_mode": False, "reboot_required": False,
+                      "changed": [], "failed": []},
+            "node2": {"present": False, "file": "/var/lib/aiinfra-datapath/last-run.json"}}
+    report = json.loads(render_json(build_report(results(), "drift", None, None, runs)))
+    validator().validate(report)
+    assert report["hosts"][0]["last_run"] == {"result": "succeeded", "finished": "2026-12-03T18:00:00Z",
+                                              "revision": "3f1c2e0a", "error": None, "reboot_required": False}
+    assert "last_run" not in report["hosts"][1] and "last_run" not in report["hosts"][2]
+    md = render_markdown(build_report(results(), "drift", None, None, runs))
+    assert "## Last pull run of each pulled node" in md
+    assert "| node1 | succeeded | 2026-12-03T18:00:00Z | 3f1c2e0a | no | - |" in md
+    assert "Last pull run" not in render_markdown(build_report(results()))
+    bad = dict(report["hosts"][0]["last_run"], extra=1)
+    assert list(validator().iter_errors(dict(report, hosts=[dict(report["hosts"][0], last_run=bad)])))
