@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -227,3 +228,57 @@ def test_the_daemonset_entrypoint_applies_the_plan_from_a_configmap_and_from_git
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert recap(done, node)["changed"] == 0, "converged already"
     assert last_run(pull_lab, node)["revision"] == head
+
+
+# --------------------------------------------------------------------------- eight nodes
+@pytest.fixture(scope="module")
+def eight() -> Iterator[LabHandle]:
+    reason = _lab_possible()
+    if reason:
+        pytest.skip(reason)
+    lab = Lab("dpt8")
+    with tempfile.TemporaryDirectory(prefix="dpt8-inventory-") as inventory_dir:
+        try:
+            state = lab.up(LabConfig(name="dpt8", nodes=8, nvme_size="1G", inventory_dir=inventory_dir),
+                           log=lambda *_: None)
+            handle = LabHandle(lab, state)
+            with spec_applied_then_restored(handle):
+                yield handle
+        finally:
+            lab.down(log=lambda *_: None)
+
+
+def _all_pull(lab: LabHandle) -> tuple[dict[str, subprocess.CompletedProcess[str]], float]:
+    start = time.monotonic()
+    with ThreadPoolExecutor(len(lab.nodes)) as pool:
+        runs = dict(zip(lab.nodes, pool.map(lambda n: pull(lab, n), lab.nodes), strict=True))
+    return runs, time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_eight_nodes_pull_at_once_converge_change_nothing_then_refuse_an_invalid_spec(eight: LabHandle) -> None:
+    """The issue's check with no controller run: eight nodes run ansible-pull at the same time from
+    their file:// repository and converge; a second pull is changed=0 everywhere; a commit with an
+    invalid spec changes nothing on any node, and each last-run.json says why. Slow (8 concurrent
+    ansible-pull on a 2-core machine): `pytest -m slow tests/integration/test_pull_lab.py`."""
+    revisions = {node: make_repo(eight, node) for node in eight.nodes}
+    runs, first = _all_pull(eight)
+    for node, done in runs.items():
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        record = last_run(eight, node)
+        assert record["result"] == "succeeded" and record["revision"] == revisions[node], record
+        assert {"sysctl_profile", "nvme_layout"} <= set(record["changed"]), record
+    runs, second = _all_pull(eight)
+    for node, done in runs.items():
+        assert done.returncode == 0 and recap(done, node)["changed"] == 0, done.stdout[-3000:]
+    before = {node: node_state(eight, node) for node in eight.nodes}
+    broken = {node: commit(eight, node, "inventories/pull/group_vars/all/datapath.yml", BROKEN) for node in eight.nodes}
+    runs, third = _all_pull(eight)
+    for node, done in runs.items():
+        assert done.returncode != 0
+        record = last_run(eight, node)
+        assert record["result"] == "failed" and record["revision"] == broken[node] and record["changed"] == []
+        assert "datapath.fabrics[0].purpose" in record["error"], record
+        assert node_state(eight, node) == before[node]
+    print(f"\n8 nodes pulling at once: converge {first:.1f} s ({8 / first * 60:.1f} nodes/min), "
+          f"no-change pull {second:.1f} s, invalid spec refused {third:.1f} s")
