@@ -27,6 +27,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._capability impor
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fstab import unescape
+from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned import load as load_tuned
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages_files import (
     DEFAULT_BOOT_UNIT_FILE,
     DEFAULT_SYSCTL_FILE,
@@ -245,9 +246,14 @@ class HugePages(Capability):
                 "current": match.group(1) if match else text.strip(),
                 "available": [word.strip("[]") for word in text.split()],
             }
+        try:
+            tuned = load_tuned(self.root)
+        except (IOError, OSError) as exc:
+            tuned = None
+            self.warn("the active TuneD profile could not be read: %s" % exc)
         return dict(meminfo=meminfo, default_kb=meminfo.get("Hugepagesize"), pools=pools, thp=thp,
                     mounts=parse_mounts(self.root.read_raw("/proc/mounts")),
-                    files=dict((key, self.root.read_raw(self.params[key])) for key in FILE_KEYS))
+                    files=dict((key, self.root.read_raw(self.params[key])) for key in FILE_KEYS), tuned=tuned)
 
     # -- validate and plan ------------------------------------------------------------
     def plan(self, state):
@@ -264,6 +270,7 @@ class HugePages(Capability):
             if plan is not None:
                 self.page_plans.append(plan)
         self.thp_plan = self._plan_thp(state, problems)
+        self.tuned = self._tuned_thp(state.get("tuned"))
         self.mount_plans = self._plan_mounts(state, problems)
         if problems:
             raise HugePagesError("nothing was changed: " + "; ".join(problems), problems=problems)
@@ -371,6 +378,23 @@ class HugePages(Capability):
                 continue
             plan[name] = {"before": state["thp"][name]["current"], "after": value}
         return plan
+
+    def _tuned_thp(self, tuned):
+        """The active TuneD profile's [vm] transparent_hugepages against the planned THP mode: TuneD
+        writes it when it starts, after the boot's tmpfiles line, so a different value is TuneD's."""
+        if not tuned:
+            return None
+        conflicts = []
+        theirs = tuned["vm"].get("transparent_hugepages")
+        ours = (self.thp_plan.get("enabled") or {}).get("after")
+        if theirs and ours and theirs["value"] != ours:
+            conflicts.append({"key": "transparent_hugepages", "value": theirs["value"], "wanted": ours,
+                              "file": theirs["file"], "profile": " ".join(tuned["profiles"]), "wins": "tuned"})
+            self.warn("THP: the active TuneD profile %s sets transparent_hugepages=%s in %s, and TuneD writes it "
+                      "when it starts, after this module's boot file: THP ends as %s, not %s; set it in the "
+                      "profile's [vm] section or remove it there"
+                      % (" ".join(tuned["profiles"]), theirs["value"], theirs["file"], theirs["value"], ours))
+        return {"profiles": tuned["profiles"], "files": tuned["files"], "conflicts": conflicts}
 
     def _plan_mounts(self, state, problems):
         plans = []
@@ -565,6 +589,6 @@ class HugePages(Capability):
         return dict(
             pages=self.reports, thp=self.thp_plan, cmdline_args=self.cmdline_args,
             mounts=[dict(path=m["path"], size=m["size"], options=m["options"]) for m in self.mount_plans],
-            overrides=self.overrides, reboot_required=self.reboot_required,
+            overrides=self.overrides, reboot_required=self.reboot_required, tuned=self.tuned,
             pools_changed=any(action.kind == "pool" for action in actions),
         )

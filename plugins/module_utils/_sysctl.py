@@ -28,6 +28,9 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._derived import (
     sysctl_scope,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned import MAIN_CONF as TUNED_MAIN_CONF
+from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned import load as load_tuned
+from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned import sysctl_conflicts
 
 DEFAULT_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
 
@@ -314,8 +317,13 @@ class SysctlProfile(Capability):
                           "given" % (name, self.keys[name]["scope"], sysctl_scope(name)))
 
     def read(self):
+        try:
+            tuned = load_tuned(self.root)
+        except (IOError, OSError) as exc:
+            tuned = None
+            self.warn("the active TuneD profile could not be read: %s" % exc)
         return {"keys": dict((name, read_key(self.root, name)) for name in self.keys),
-                "file": self.root.read_raw(self.params["file"])}
+                "file": self.root.read_raw(self.params["file"]), "tuned": tuned}
 
     def plan(self, state):
         """Per-key report in ``self.report``; actions: the live writes, then the file."""
@@ -371,10 +379,27 @@ class SysctlProfile(Capability):
         for item in self.overrides:
             self.warn("%s: %s (%s) overrides the profile; the boot value will be %r, not %r"
                       % (item["key"], item["file"], item["reason"], item["value"], item["wanted"]))
+        self.tuned = self._tuned_report(state.get("tuned"), values)
         content = render_conf(values)
         if content != state["file"]:
             actions.append(file_action(self.params["file"], state["file"], content, mode=0o644))
         return actions
+
+    def _tuned_report(self, tuned, values):
+        """The active TuneD profile's sysctl values that differ from ours, and who ends with the key."""
+        if not tuned:
+            return None
+        conflicts = sysctl_conflicts(tuned, values, lambda ours, theirs: split_value(ours) == split_value(theirs))
+        for item in conflicts:
+            if item["wins"] == "tuned":
+                self.warn("%s: the active TuneD profile %s sets %s in %s, and with reapply_sysctl = 0 in %s "
+                          "TuneD's value replaces %r whenever TuneD starts or reloads; remove it from the "
+                          "profile or set reapply_sysctl = 1" % (item["key"], item["profile"], item["value"],
+                                                                 item["file"], TUNED_MAIN_CONF, item["wanted"]))
+        for text in tuned["errors"] + ["profile %s not found" % name for name in tuned["missing"]]:
+            self.warn("TuneD: %s" % text)
+        return {"profiles": tuned["profiles"], "files": tuned["files"], "reapply_sysctl": tuned["reapply_sysctl"],
+                "conflicts": conflicts}
 
     def apply(self, state, actions):
         """Write, read back; on rejection or clamping roll back and raise SysctlError."""
@@ -427,7 +452,7 @@ class SysctlProfile(Capability):
     def result(self, state, actions):
         file_changed = any(a.kind == "file" for a in actions)
         return dict(keys=self.report, file=self.params["file"], file_changed=file_changed,
-                    overrides=self.overrides)
+                    overrides=self.overrides, tuned=self.tuned)
 
 
 def live_text(values):

@@ -220,6 +220,18 @@ overrides:
   returned: always
   type: list
   elements: dict
+tuned:
+  description:
+    - The node's active TuneD profile (C(/etc/tuned/active_profile)), merged as TuneD does; V(null) without one.
+    - C(conflicts) holds its C([vm]) C(transparent_hugepages) when it differs from O(thp.enabled) - TuneD writes
+      it when it starts, after this module's boot file, so TuneD's value is the one that stays (C(wins) V(tuned),
+      and a warning).
+  returned: always
+  type: dict
+  sample: {profiles: [throughput-performance], files: [/usr/lib/tuned/throughput-performance/tuned.conf],
+           conflicts: [{key: transparent_hugepages, value: always, wanted: madvise,
+                        file: /usr/lib/tuned/throughput-performance/tuned.conf, profile: throughput-performance,
+                        wins: tuned}]}
 rollback:
   description: Pools restored after a shortfall (on failure only).
   returned: failure

@@ -146,6 +146,21 @@ overrides:
   elements: dict
   sample: [{key: vm.swappiness, file: /etc/sysctl.d/99-local.conf, value: "60",
             wanted: "10", reason: applied after the managed file at boot}]
+tuned:
+  description:
+    - The node's active TuneD profile (C(/etc/tuned/active_profile)), read and merged as TuneD does
+      (C(profile_dirs), C(include=), C(type=), C(replace=)); V(null) when TuneD has no active profile.
+    - C(conflicts) lists each key this module sets that the profile sets to another value, with the profile's
+      file and who ends with the key - C(sysctl.d) when C(reapply_sysctl) is on (TuneD's default - it re-applies
+      /etc/sysctl.d after its own values), C(tuned) when C(reapply_sysctl = 0) in
+      C(/etc/tuned/tuned-main.conf) (then a warning too).
+  returned: always
+  type: dict
+  sample: {profiles: [network-throughput], files: [/usr/lib/tuned/network-throughput/tuned.conf,
+           /usr/lib/tuned/throughput-performance/tuned.conf], reapply_sysctl: true,
+           conflicts: [{key: net.ipv4.tcp_rmem, value: "4096 131072 16777216", wanted: "4096 131072 33554432",
+                        file: /usr/lib/tuned/network-throughput/tuned.conf, profile: network-throughput,
+                        wins: sysctl.d}]}
 rollback:
   description: Keys restored after the kernel rejected or clamped a value (on failure only).
   returned: failure
