@@ -17,16 +17,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _roce_qos_boot as roce_boot  # noqa: E402
 from datapath_lab import Lab, LabConfig  # noqa: E402
-from labtools import REPO, VENV_BIN, LabHandle, PlayResult, _lab_possible  # noqa: E402
+from labtools import REPO, VENV_BIN, LabHandle, _lab_possible  # noqa: E402
+from test_audit_lab import audit, failing  # noqa: E402  (the audit run, schema-checked; failing findings)
 
 pytestmark = pytest.mark.lab
 
@@ -34,7 +33,6 @@ LAB_NAME = "dpb"
 SITE = os.path.join(REPO, "playbooks", "site.yml")
 AUDIT = os.path.join(REPO, "playbooks", "audit.yml")
 ROLLING = os.path.join(REPO, "playbooks", "rolling_reboot.yml")
-SCHEMA = os.path.join(REPO, "docs", "schema", "audit.schema.json")
 RDMA_IF, MGMT_IF = "ens1f0np0", "eno1"
 DROP_IN = f"/etc/systemd/network/10-lab-{RDMA_IF}.network.d/90-aiinfra-mtu.conf"
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
@@ -71,18 +69,6 @@ def dpb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
         yield handle
     finally:
         lab.down(log=lambda *_: None)  # also restores the global kernel values the first lab up recorded
-
-
-def audit(lab: LabHandle, report_dir: Path) -> tuple[PlayResult, dict[str, Any]]:
-    result = lab.playbook(AUDIT, extra_vars={"audit_report_dir": str(report_dir)})
-    report = json.loads((report_dir / "audit.json").read_text())
-    with open(SCHEMA) as handle:
-        jsonschema.Draft202012Validator(json.load(handle)).validate(report)
-    return result, report
-
-
-def failing(report: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return sorted((f["host"], f["capability"], f["key"]) for f in report["findings"] if f["severity"] != "info")
 
 
 def boot_ids(lab: LabHandle) -> dict[str, str]:
