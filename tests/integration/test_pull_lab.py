@@ -64,21 +64,26 @@ git rev-parse HEAD
 """
 
 
-@pytest.fixture(scope="module")
-def pull_lab() -> Iterator[LabHandle]:
+def _lab(name: str, nodes: int) -> Iterator[LabHandle]:
+    """A lab of its own with the lab spec applied (restored and brought down afterwards)."""
     reason = _lab_possible()
     if reason:
         pytest.skip(reason)
-    lab = Lab(LAB_NAME)
-    with tempfile.TemporaryDirectory(prefix="dpt19-inventory-") as inventory_dir:
+    lab = Lab(name)
+    with tempfile.TemporaryDirectory(prefix=f"{name}-inventory-") as inventory_dir:
         try:
-            state = lab.up(LabConfig(name=LAB_NAME, nodes=2, nvme_size="1G", inventory_dir=inventory_dir),
+            state = lab.up(LabConfig(name=name, nodes=nodes, nvme_size="1G", inventory_dir=inventory_dir),
                            log=lambda *_: None)
             handle = LabHandle(lab, state)
             with spec_applied_then_restored(handle):
                 yield handle
         finally:
             lab.down(log=lambda *_: None)
+
+
+@pytest.fixture(scope="module")
+def pull_lab() -> Iterator[LabHandle]:
+    yield from _lab(LAB_NAME, 2)
 
 
 def _inventory_files(lab: LabHandle, prefix: str) -> str:
@@ -233,19 +238,7 @@ def test_the_daemonset_entrypoint_applies_the_plan_from_a_configmap_and_from_git
 # --------------------------------------------------------------------------- eight nodes
 @pytest.fixture(scope="module")
 def eight() -> Iterator[LabHandle]:
-    reason = _lab_possible()
-    if reason:
-        pytest.skip(reason)
-    lab = Lab("dpt8")
-    with tempfile.TemporaryDirectory(prefix="dpt8-inventory-") as inventory_dir:
-        try:
-            state = lab.up(LabConfig(name="dpt8", nodes=8, nvme_size="1G", inventory_dir=inventory_dir),
-                           log=lambda *_: None)
-            handle = LabHandle(lab, state)
-            with spec_applied_then_restored(handle):
-                yield handle
-        finally:
-            lab.down(log=lambda *_: None)
+    yield from _lab("dpt8", 8)
 
 
 def _all_pull(lab: LabHandle) -> tuple[dict[str, subprocess.CompletedProcess[str]], float]:
