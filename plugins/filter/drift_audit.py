@@ -13,12 +13,15 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import audit as _audit
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import topology_golden as _golden
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.plain import plain as _plain
 
 
 def audit_findings(plan: Any, facts: Any, verify: Any = None, rtt_us: Any = _audit.DEFAULT_RTT_US,
-                   link_speed_mbps: Any = None, check_buffers: Any = True, host: Any = None) -> list[dict[str, Any]]:
-    """Findings of one host: its plan compared with its datapath_facts (and verify results)."""
+                   link_speed_mbps: Any = None, check_buffers: Any = True, host: Any = None,
+                   golden: Any = None, k8s_node: Any = None) -> list[dict[str, Any]]:
+    """Findings of one host: its plan compared with its datapath_facts (and verify results, the golden
+    topologies by class, its Kubernetes Node object)."""
     if not isinstance(plan, Mapping):
         raise AnsibleFilterError("audit_findings: the input must be the host's plan (a mapping from node_plan)")
     try:
@@ -27,8 +30,37 @@ def audit_findings(plan: Any, facts: Any, verify: Any = None, rtt_us: Any = _aud
     except ValueError as exc:
         raise AnsibleFilterError(f"audit_findings: {exc}") from None
     facts_plain = _plain(facts) if isinstance(facts, Mapping) else None
+    if golden is not None and not isinstance(golden, Mapping):
+        raise AnsibleFilterError("audit_findings: golden must map each node class to its golden topology")
+    if k8s_node is not None and not isinstance(k8s_node, Mapping):
+        raise AnsibleFilterError("audit_findings: k8s_node must be one Node object (kubectl get node NAME -o json)")
     return _audit.compare(_plain(plan), facts_plain, _plain(verify) if verify else None, options,
-                          host=None if host is None else str(host))
+                          host=None if host is None else str(host),
+                          golden=_plain(golden) if golden else None, k8s_node=_plain(k8s_node) if k8s_node else None)
+
+
+def topology_fingerprint(topology: Any) -> dict[str, Any] | None:
+    """The golden-topology fingerprint of one host's node_topology result (None: no PCI device)."""
+    if topology is not None and not isinstance(topology, Mapping):
+        raise AnsibleFilterError("topology_fingerprint: the input must be the topology section of datapath_facts")
+    return _golden.fingerprint(_plain(topology) if topology else None)
+
+
+def k8s_node(nodes: Any, name: Any) -> dict[str, Any] | None:
+    """The Node object called ``name`` in ``kubectl get nodes -o json`` output (a NodeList, or a list of
+    Nodes); None when it is not there."""
+    if isinstance(nodes, Mapping) and nodes.get("kind") == "Node":
+        nodes = [nodes]
+    items = nodes.get("items") if isinstance(nodes, Mapping) else nodes
+    if items is None:
+        return None
+    if not isinstance(items, (list, tuple)):
+        raise AnsibleFilterError("k8s_node: the input must be `kubectl get nodes -o json` output (a NodeList)")
+    for item in items:
+        if isinstance(item, Mapping) and isinstance(item.get("metadata"), Mapping) \
+                and item["metadata"].get("name") == str(name):
+            return _plain(item)
+    return None
 
 
 def audit_reports(results: Any, fail_on: Any = "drift", options: Any = None,
@@ -57,4 +89,5 @@ class FilterModule:
     """aiinfra.datapath drift audit filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"audit_findings": audit_findings, "audit_reports": audit_reports}
+        return {"audit_findings": audit_findings, "audit_reports": audit_reports,
+                "topology_fingerprint": topology_fingerprint, "k8s_node": k8s_node}

@@ -20,6 +20,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 from labtools import REPO, LabHandle, PlayResult, spec_applied_then_restored
 
 pytestmark = pytest.mark.lab
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.lab
 APPLY = os.path.join(REPO, "tests", "integration", "playbooks", "audit_apply.yml")
 AUDIT = os.path.join(REPO, "playbooks", "audit.yml")
 SCHEMA = os.path.join(REPO, "docs", "schema", "audit.schema.json")
+K8S_NODE = Path(REPO) / "tests" / "fixtures" / "k8s" / "kubectl-get-node-cnfd1-worker-0.yaml"
 FACTS_TASK = "Collect the live data-path state in one call"
 MOUNT = "/mnt/model-cache"
 FEATURES = "/etc/kubernetes/node-feature-discovery/features.d/aiinfra-datapath"
@@ -181,3 +183,59 @@ def test_audit_converged_then_exactly_the_hand_made_drift(converged: LabHandle, 
     # 3. Restored: back to no drift.
     result, report = converged_audit(lab, tmp_path / "restored")
     assert result.rc == 0 and failing(report) == []
+
+
+def test_golden_topology_and_kubelets_hugepages_through_the_audit_role(converged: LabHandle, tmp_path: Path) -> None:
+    """The spec names a golden topology class; the audit role reads topology-golden/CLASS.json and a
+    saved node list, and writes each host's fingerprint (reports/topology/HOST.json)."""
+    lab = converged
+    spec = yaml.safe_load((Path(lab.inventory).parent / "group_vars" / "all" / "datapath.yml").read_text())
+    spec["datapath"]["profiles"][0]["topology"] = {"golden": "lab-node"}
+    # The recorded Node object (tests/fixtures/k8s, a real OpenShift worker) renamed to each lab node,
+    # its 2 MiB capacity set as each kubelet would report it: 128Mi = the lab's 64 pages; node4's kubelet
+    # "started before the pool was reserved" (0). Constructed from the recording, labelled so.
+    recorded = yaml.safe_load(K8S_NODE.read_text())
+    items = []
+    for node in lab.nodes:
+        item = json.loads(json.dumps(recorded))
+        item["metadata"]["name"] = node
+        item["status"]["capacity"]["hugepages-2Mi"] = "0" if node == "node4" else "128Mi"
+        item["status"]["capacity"].pop("hugepages-1Gi")
+        items.append(item)
+    nodes_file = tmp_path / "nodes.json"
+    nodes_file.write_text(json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": items}))
+    golden_dir = tmp_path / "golden"
+    golden_dir.mkdir()
+    extra = {"datapath": spec["datapath"], "audit_topology_golden_dir": str(golden_dir),
+             "audit_k8s_nodes_file": str(nodes_file)}
+
+    # 1. No golden file yet: one error per node naming the file to create; the fingerprints are written.
+    first = tmp_path / "first"
+    result, report = audit(lab, first, **extra)
+    assert result.rc != 0
+    golden = sorted((f["host"], f["key"]) for f in report["findings"] if f["check"] == "golden-topology")
+    assert golden == [(node, "golden") for node in lab.nodes], golden
+    kubelet = [(f["host"], f["key"], f["wanted"], f["actual"]) for f in report["findings"]
+               if f["check"] == "kubelet-hugepages"]
+    assert kubelet == [("node4", "hugepages-2Mi", "128Mi", "0")], kubelet  # the lab's 64 x 2 MiB pool
+    prints = {p.stem: json.loads(p.read_text()) for p in (first / "topology").glob("*.json")}
+    pci = [d for d in os.listdir("/sys/bus/pci/devices")
+           if open(f"/sys/bus/pci/devices/{d}/class").read().startswith(("0x02", "0x0108", "0x03"))]
+    if not pci:
+        pytest.skip("this machine has no PCI NIC, NVMe or GPU: the lab nodes have no fingerprint")
+    assert sorted(prints) == lab.nodes
+    assert all(p == prints["node1"] for p in prints.values())  # one machine: one class
+
+    # 2. node1's fingerprint as the class's golden one, plus a GPU the class has and the lab lacks
+    # (constructed): each node reports exactly that GPU missing, nothing else.
+    golden_file = dict(prints["node1"])
+    golden_file["gpus"] = [{"index": 0, "pci": "0000:17:00.0", "vendor": "0x10de", "device": "0x2330",
+                            "numa_node": 0, "root_port": None, "link_cap": "x16 32.0 GT/s", "name": None,
+                            "nearest_nics": {"pci": [], "relation": None},
+                            "nearest_nvme": {"pci": [], "relation": None}}]
+    (golden_dir / "lab-node.json").write_text(json.dumps(golden_file))
+    result, report = audit(lab, tmp_path / "second", **extra)
+    golden = sorted((f["host"], f["key"], f["severity"]) for f in report["findings"] if f["check"] == "golden-topology")
+    assert golden == [(node, "0000:17:00.0", "error") for node in lab.nodes], golden
+    md = (tmp_path / "second" / "audit.md").read_text()
+    assert "GPU0 (0000:17:00.0) of the golden topology lab-node is missing" in md

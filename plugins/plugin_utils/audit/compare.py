@@ -18,11 +18,13 @@ compared. Everything here is a pure function of its arguments.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_findings import topology_findings
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_golden import golden_findings
 
 # The capabilities findings belong to (named as the modules, roles and plan parts), in report order.
 CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
@@ -575,7 +577,8 @@ def _k8s(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> No
                     "run site.yml (nfd_labels role) to rewrite the features.d file")
 
 
-def _topology(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
+def _topology(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any],
+              golden: Mapping[str, Any] | None = None) -> None:
     """The facts' topology against the plan's ``node_topology`` (docs/topology.md), plus an info
     finding on a node without GPUs whose plan does not say how many it has."""
     topology = facts.get("topology")
@@ -590,14 +593,82 @@ def _topology(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) 
                   + (", ".join(nics) or "none") + ") and NVMe devices are still checked",
                   "nothing to do on a node without GPUs; on a GPU node check `lspci -d 10de:` and set "
                   "topology.gpus in the spec so that a missing GPU is an error")
-    for f in topology_findings(c.host, topology, expect):
+    found = topology_findings(c.host, topology, expect)
+    name = expect.get("golden") if expect is not None else None
+    if name:
+        golden_file = _map(golden).get(str(name))
+        found += golden_findings(c.host, topology, golden_file if isinstance(golden_file, Mapping) else None,
+                                 str(name))
+    for f in found:
         c.add(str(f["capability"]), str(f["check"]), str(f["key"]), f["wanted"], f["actual"], str(f["severity"]),
               str(f["kind"]), str(f["reason"]), str(f["fix"]))
 
 
+# -- kubelet's view of the HugePage pools ----------------------------------------------------------
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_BINARY = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+_DECIMAL = {"k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
+
+
+def quantity_bytes(text: Any) -> int | None:
+    """A Kubernetes resource quantity (``1Gi``, ``512Mi``, ``2048``, ``1G``) in bytes; None if unreadable."""
+    match = _QUANTITY.match(str(text).strip()) if text is not None else None
+    if not match:
+        return None
+    number, suffix = match.groups()
+    scale = _BINARY.get(suffix or "") or _DECIMAL.get(suffix or "") or 1
+    return int(float(number) * scale) if "." in number else int(number) * scale
+
+
+def quantity_text(count: int) -> str:
+    """Bytes in the canonical binary form Kubernetes prints (``2Mi``, ``1Gi``, ``0``)."""
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        if count and count % _BINARY[suffix] == 0:
+            return "%d%s" % (count // _BINARY[suffix], suffix)
+    return str(count)
+
+
+def _kubelet(c: _Collector, facts: Mapping[str, Any], k8s_node: Mapping[str, Any] | None) -> None:
+    """Each kernel HugePage pool against the capacity kubelet advertises on the Node object
+    (``status.capacity["hugepages-2Mi"]``): kubelet reads the pools once, at its start."""
+    live = facts.get("hugepages")
+    if not isinstance(k8s_node, Mapping) or not isinstance(live, Mapping):
+        return
+    capacity = _map(_map(k8s_node.get("status")).get("capacity"))
+    node_name = str(_map(k8s_node.get("metadata")).get("name") or c.host)
+    for label, pool in sorted(_map(live.get("pools")).items()):
+        pool = _map(pool)
+        size_kb = pool.get("size_kb")
+        if not isinstance(size_kb, int) or size_kb <= 0:
+            continue
+        resource = "hugepages-" + quantity_text(size_kb * 1024)
+        kernel = int(pool.get("total") or 0) * size_kb * 1024
+        raw = capacity.get(resource)
+        advertised = quantity_bytes(raw) if raw is not None else None
+        if advertised is None and raw is not None:
+            continue  # unreadable quantity: nothing to compare
+        if (advertised or 0) == kernel:
+            continue
+        c.finding("hugepages", "kubelet-hugepages", resource, quantity_text(kernel),
+                  str(raw) if raw is not None else None, "error",
+                  f"kubelet on Node {node_name} advertises {resource}: "
+                  + (str(raw) if raw is not None else "nothing")
+                  + f", the kernel holds {quantity_text(kernel)} ({pool.get('total')} x {label}): kubelet reads the "
+                  "pools only when it starts, so pods are scheduled against a stale HugePage capacity "
+                  "(kubernetes #72307)",
+                  "restart kubelet (hugepages_restart_kubelet: true restarts it whenever site.yml changes a pool); "
+                  "persist the pools at boot (persist: sysctl or boot_unit, 1G pages persist: cmdline) so they are "
+                  "reserved in sysinit.target, before kubelet starts")
+
+
 def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: Any = None,
-            options: AuditOptions | Mapping[str, Any] | None = None, host: str | None = None) -> list[Finding]:
-    """Every finding for one host, in capability order (reports sort them worst first)."""
+            options: AuditOptions | Mapping[str, Any] | None = None, host: str | None = None,
+            golden: Mapping[str, Any] | None = None, k8s_node: Mapping[str, Any] | None = None) -> list[Finding]:
+    """Every finding for one host, in capability order (reports sort them worst first).
+
+    ``golden``: the golden topologies by node class (``topology-golden/<class>.json``, read by the
+    audit role); ``k8s_node``: this host's Node object (``kubectl get node -o json``) when the audit
+    was given a kubeconfig or a saved node list."""
     opts = options if isinstance(options, AuditOptions) else options_from(options)
     name = str(host or plan.get("host") or "?")
     c = _Collector(name)
@@ -609,6 +680,7 @@ def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: An
     _sysctl(c, plan, facts)
     _buffers(c, plan, facts, opts)
     _hugepages(c, plan, facts)
+    _kubelet(c, facts, k8s_node)
     _thp(c, plan, facts)
     _cmdline(c, plan, facts)
     _mtu(c, plan, facts)
@@ -617,5 +689,5 @@ def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: An
     _firmware(c, plan, facts)
     _storage(c, plan, facts)
     _k8s(c, plan, facts)
-    _topology(c, plan, facts)
+    _topology(c, plan, facts, golden)
     return c.result()

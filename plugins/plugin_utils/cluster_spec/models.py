@@ -346,6 +346,8 @@ class Topology(SpecModel):
     """GPUDirect pieces that must be present; null: rdma on a node with GPUs and an RDMA NIC."""
     min_max_read_req: Literal[128, 256, 512, 1024, 2048, 4096] = 4096
     """Lowest MaxReadReq (bytes) of an RDMA NIC."""
+    golden: DnsName | None = None
+    """Node class whose golden topology the node must match (topology-golden/<golden>.json; docs/topology.md)."""
 
 
 class NodeHardware(SpecModel):

@@ -23,7 +23,8 @@ facts, plan = _DATA.facts, _DATA.plan
 
 
 def test_filter_names() -> None:
-    assert set(drift_audit.FilterModule().filters()) == {"audit_findings", "audit_reports"}
+    assert set(drift_audit.FilterModule().filters()) == {"audit_findings", "audit_reports", "topology_fingerprint",
+                                                         "k8s_node"}
 
 
 def test_audit_findings_and_reports() -> None:

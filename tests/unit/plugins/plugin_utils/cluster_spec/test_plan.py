@@ -153,18 +153,19 @@ def test_merge_order_and_per_key_sysctl() -> None:
 def test_topology_section_is_carried_whole_and_the_last_layer_wins() -> None:
     spec = base()
     spec["profiles"][0]["topology"] = {"gpus": 8, "rdma_nics": 8, "max_gpu_nic_relation": "PXB",
-                                       "gpudirect": ["rdma", "storage"]}
+                                       "gpudirect": ["rdma", "storage"], "golden": "h100-sxm"}
     spec["profiles"].append({"name": "old", "groups": ["old_rack"], "topology": {"gpus": 4}})
     spec["hosts"] = {"h2": {"topology": {"gpus": 7, "min_link_width": 16}}}
     wanted = {"gpus": 8, "rdma_nics": 8, "max_gpu_nic_relation": "PXB", "min_link_width": None,
-              "min_link_gen": None, "acs_off": True, "gpudirect": ["rdma", "storage"], "min_max_read_req": 4096}
+              "min_link_gen": None, "acs_off": True, "gpudirect": ["rdma", "storage"], "min_max_read_req": 4096,
+              "golden": "h100-sxm"}
     assert node_plan(spec, "h1", ["gpu"])["node_topology"] == wanted
     # a later layer replaces the section: its unset fields are the defaults, not the earlier layer's
     assert node_plan(spec, "h1", ["gpu", "old_rack"])["node_topology"] == {
-        **wanted, "gpus": 4, "rdma_nics": None, "max_gpu_nic_relation": "NODE", "gpudirect": None}
+        **wanted, "gpus": 4, "rdma_nics": None, "max_gpu_nic_relation": "NODE", "gpudirect": None, "golden": None}
     assert node_plan(spec, "h2", ["gpu"])["node_topology"] == {
         **wanted, "gpus": 7, "rdma_nics": None, "max_gpu_nic_relation": "NODE", "gpudirect": None,
-        "min_link_width": 16}
+        "min_link_width": 16, "golden": None}
     assert node_plan(spec, "h3", [])["node_topology"] is None
 
 
