@@ -5,6 +5,8 @@
   the targets it orders itself against): ``systemd-analyze verify --root`` prints nothing (every
   key known, the ExecStart is an executable, the start transaction has no ordering cycle) and
   ``systemctl --root is-enabled`` says ``enabled`` (the link is where WantedBy= puts it);
+- the pcie_acs boot unit (ACS off on GPU to NIC bridges), written by the module itself: verify prints
+  nothing, it is enabled, and a boot transaction with a kubelet-like service has no cycle;
 - the hugepages tmpfiles.d file, written by the hugepages backend: ``systemd-tmpfiles --root
   --create --boot`` (what systemd-tmpfiles-setup.service runs at boot) parses it without a word
   and writes the planned values into fake sysfs files.
@@ -164,3 +166,56 @@ def test_hugepages_tmpfiles_file_is_applied_by_systemd_tmpfiles(tmp_path: Path) 
     # nothing else: the total of the 1G pool and the per-node 2M files stay as the kernel has them
     assert (boot_root / (POOL % 1048576).lstrip("/") / "nr_hugepages").read_text() == ""
     assert len([line for line in conf.splitlines() if line.startswith("w ")]) == len(written)
+
+
+# --------------------------------------------------------------------------- pcie_acs boot unit
+def _pcie_acs_root(root: Path) -> str:
+    """The pcie_acs module run for real over the constructed switch box (topofakes.switch_box(): a GPU
+    and a NIC below one PCIe switch, ACS redirect on) with its root at ``root``; setpci is a stand-in
+    executable below the root (systemd-analyze checks that ExecStart= names an executable)."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._pcie_acs import DEFAULT_UNIT_FILE, PcieAcs
+    from netfakes import FakeRunner
+    from topofakes import SysRoot, switch_box, switch_lspci
+
+    switch_box(SysRoot(root))
+    setpci = root / "usr" / "bin" / "setpci"
+    setpci.parent.mkdir(parents=True, exist_ok=True)
+    setpci.write_text("#!/bin/sh\nexit 0\n")
+    setpci.chmod(0o755)
+
+    def answer(argv: list[str]):
+        if argv == ["/usr/bin/lspci", "-vvv", "-D"]:
+            return 0, switch_lspci(acs_redirect=True), ""
+        return (0, "", "") if argv[0] == "/usr/bin/setpci" else None
+
+    result = run(PcieAcs, {"state": "off", "nvme": False, "runtime": True, "unit_file": DEFAULT_UNIT_FILE,
+                           "root": str(root)},
+                 Node(FakeRunner([answer], which={"lspci": "/usr/bin/lspci", "setpci": "/usr/bin/setpci"}), str(root)))
+    assert result["changed"] and [b["pci"] for b in result["bridges"]] == ["0000:17:00.0", "0000:17:01.0"], result
+    return os.path.basename(DEFAULT_UNIT_FILE)
+
+
+def test_pcie_acs_unit_passes_systemd_analyze_verify_is_enabled_and_runs_before_kubelet(tmp_path: Path) -> None:
+    analyze, systemctl = tool("systemd-analyze"), tool("systemctl")
+    root = tmp_path / "root"
+    _systemd_root(root)
+    unit = _pcie_acs_root(root)
+    env = dict(os.environ, SYSTEMD_LOG_LEVEL="notice", SYSTEMD_PAGER="", LC_ALL="C.UTF-8")
+    done = run_tool([analyze, "verify", f"--root={root}", "--man=no", unit], env=env)
+    assert (done.returncode, done.stdout + done.stderr) == (0, ""), done.stdout + done.stderr
+    enabled = run_tool([systemctl, f"--root={root}", "is-enabled", unit], env=env)
+    assert enabled.stdout.strip() == "enabled", enabled.stdout + enabled.stderr
+    # a boot: sysinit.target, the unit, and a kubelet-like service (default dependencies: after
+    # sysinit.target); no ordering cycle, and the unit is ordered before sysinit.target
+    system = root / "etc" / "systemd" / "system"
+    (system / "dpi-kubelet.service").write_text(
+        "[Unit]\nDescription=kubelet stand-in\n[Service]\nType=oneshot\nExecStart=/usr/bin/setpci\n")
+    (system / "dpi-acs-boot.target").write_text(
+        "[Unit]\nDescription=a boot\nWants=sysinit.target %s dpi-kubelet.service\n" % unit)
+    boot_done = run_tool([analyze, "verify", f"--root={root}", "--man=no", "dpi-acs-boot.target"], env=env)
+    assert boot_done.stdout + boot_done.stderr == ""
+    assert "Before=sysinit.target" in (system / unit).read_text()
+    # the reader is live: an ExecStart that is not there is named
+    (root / "usr" / "bin" / "setpci").unlink()
+    broken = run_tool([analyze, "verify", f"--root={root}", "--man=no", unit], env=env)
+    assert broken.returncode != 0 and "setpci" in broken.stdout + broken.stderr
