@@ -6,8 +6,13 @@ recorded it, NUMA nodes from the recorded ``numactl --hardware``, each function'
 recorded ``lspci -vvv`` ("NUMA node:", per host bridge), link speed and width from the recorded
 LnkCap/LnkSta. What the recordings do not hold is constructed and named so: the PCI class (from the
 device description), the RDMA device names (``mlx5_N`` in PCI order of the Mellanox functions, as
-mlx5_core names them at probe), the netdev names (systemd's ``enpXsYfZnp0`` form) and NVMe
-controller names (``nvmeN`` in PCI order).
+mlx5_core names them at probe), the netdev names (systemd's ``enpXsYfZnp0`` form, ``enPDpXsYfZnp0``
+outside PCI domain 0) and NVMe controller names (``nvmeN`` in PCI order).
+
+A machine recorded without ``lspci -vvv`` gets no link attributes and no driver links, and every
+function's ``numa_node`` is -1 (unknown); one recorded without ``numactl --hardware`` gets its NUMA nodes
+constructed from the recorded ``nvidia-smi topo -m``: each "NUMA Affinity" id with the "CPU Affinity"
+list of its GPUs (see each machine's .source for what it lacks).
 
 :class:`Tree` builds small trees by hand (the constructed fixtures: switches, ACS, trained-down
 links). Every symlink is relative, as in the kernel's sysfs, so paths resolve below the root.
@@ -74,7 +79,7 @@ def parse_lspci_tree(text: str) -> list[dict]:
 
 def cpulist(cpus: list[int]) -> str:
     parts, start, prev = [], None, None
-    for cpu in sorted(cpus) + [None]:  # type: ignore[operator]
+    for cpu in sorted(cpus) + [None]:
         if start is None:
             start = prev = cpu
         elif cpu is not None and cpu == prev + 1:  # type: ignore[operator]
@@ -92,6 +97,26 @@ def numactl_nodes(text: str) -> dict[int, str]:
         if match:
             nodes[int(match.group(1))] = cpulist([int(c) for c in match.group(2).split()])
     return nodes
+
+
+def matrix_nodes(text: str) -> dict[int, str]:
+    """Constructed NUMA nodes from a recorded ``nvidia-smi topo -m``: NUMA Affinity id -> CPU Affinity list."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology_parse import parse_topo_matrix
+
+    matrix = parse_topo_matrix(text) or {"numa_affinity": {}, "cpu_affinity": {}}
+    nodes: dict[int, str] = {}
+    for gpu, numa in matrix["numa_affinity"].items():
+        if numa.isdigit() and gpu in matrix["cpu_affinity"]:
+            nodes.setdefault(int(numa), matrix["cpu_affinity"][gpu])
+    return nodes
+
+
+def netdev_name(bdf: str, suffix: str = "") -> str:
+    """Constructed: systemd's path name of a PCI netdev (``enpXsYfZ``; ``enPDpXsYfZ`` outside domain 0)."""
+    domain, bus, devfn = bdf.split(":")
+    dev, fn = devfn.split(".")
+    prefix = "en" if int(domain, 16) == 0 else "enP%d" % int(domain, 16)
+    return "%sp%ds%df%s%s" % (prefix, int(bus, 16), int(dev, 16), fn, suffix)
 
 
 class SysRoot(Node):
@@ -172,6 +197,8 @@ def _class_of(description: str, bridge: bool) -> tuple[str, str] | None:
         return "0x030000", "0x10de"
     if "Mellanox" in description:
         return "0x020000", "0x15b3"
+    if "Realtek" in description and "Ethernet" in description:
+        return "0x020000", "0x10ec"
     if "Ethernet" in description:
         return "0x020000", "0x8086"
     if "RAID" in description:
@@ -186,8 +213,11 @@ def machine(node, name: str) -> dict:
     from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology_parse import parse_lspci_vvv
 
     functions = parse_lspci_tree(fixture(name, "lspci-tv.txt"))
-    vvv = parse_lspci_vvv(fixture(name, "lspci-vvv.txt"))
-    numa_nodes = numactl_nodes(fixture(name, "numactl-hardware.txt"))
+    vvv = parse_lspci_vvv(fixture(name, "lspci-vvv.txt")) if (FIXTURES / name / "lspci-vvv.txt").exists() else {}
+    if (FIXTURES / name / "numactl-hardware.txt").exists():
+        numa_nodes = numactl_nodes(fixture(name, "numactl-hardware.txt"))
+    else:  # constructed from the recorded matrix (see matrix_nodes)
+        numa_nodes = matrix_nodes(fixture(name, "nvidia-smi-topo-m.txt"))
     hosts = dict((f["bdf"], f["host_bridge"]) for f in functions)
     numa_of_host: dict[str, int] = {}
     for bdf, fields in vvv.items():
@@ -216,16 +246,12 @@ def machine(node, name: str) -> dict:
         if pci_class == "0x030000":
             built["gpu"].append(function["bdf"])
         elif vendor == "0x15b3":
-            bus, devfn = function["bdf"].split(":")[1:]
-            dev, fn = devfn.split(".")
             tree.rdma(function["bdf"], "mlx5_%d" % mellanox)
-            tree.netdev(function["bdf"], "enp%ds%df%snp0" % (int(bus, 16), int(dev, 16), fn))
+            tree.netdev(function["bdf"], netdev_name(function["bdf"], "np0"))
             built["nic"].append(("mlx5_%d" % mellanox, function["bdf"]))
             mellanox += 1
         elif pci_class == "0x020000":
-            bus, devfn = function["bdf"].split(":")[1:]
-            dev, fn = devfn.split(".")
-            tree.netdev(function["bdf"], "enp%ds%df%s" % (int(bus, 16), int(dev, 16), fn))
+            tree.netdev(function["bdf"], netdev_name(function["bdf"]))
             built["nic"].append((None, function["bdf"]))
         elif pci_class == "0x010802":
             tree.nvme(function["bdf"], "nvme%d" % nvme_count)

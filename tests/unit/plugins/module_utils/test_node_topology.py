@@ -18,7 +18,7 @@ from topofakes import FIXTURES, SysRoot, Tree, fixture, machine, parse_lspci_tre
 
 LSPCI = "/usr/bin/lspci"
 SMI = "/usr/bin/nvidia-smi"
-REAL_MACHINES = ["asus-esc8000a-e12", "puget-threadripper-pro-wrx90"]
+REAL_MACHINES = ["asus-esc8000a-e12", "puget-threadripper-pro-wrx90", "nvidia-igx-orin-devkit"]
 
 
 @pytest.fixture
@@ -29,6 +29,12 @@ def node(tmp_path) -> SysRoot:
 
 
 def recorded_runner(name: str, smi_xml: str | None = None) -> FakeRunner:
+    """The recorded tools of machine ``name``; one recorded without ``lspci -vvv`` is read as a node without
+    lspci (constructed: its config space, like the recording, says nothing)."""
+    which: dict[str, str | None] = {"lspci": LSPCI, "nvidia-smi": SMI}
+    if not (FIXTURES / name / "lspci-vvv.txt").exists():
+        del which["lspci"]
+
     def answer(argv):
         if argv == [LSPCI, "-vvv", "-D"]:
             return 0, fixture(name, "lspci-vvv.txt"), ""
@@ -39,7 +45,7 @@ def recorded_runner(name: str, smi_xml: str | None = None) -> FakeRunner:
                 return 6, "", "(not recorded on this machine)"
             return 0, smi_xml, ""
         return None
-    return FakeRunner([answer], which={"lspci": LSPCI, "nvidia-smi": SMI})
+    return FakeRunner([answer], which=which)
 
 
 def read(node, runner, **params) -> dict:
@@ -133,7 +139,7 @@ def test_lspci_tree_reader_keeps_switch_levels() -> None:
 
 # --- the pairing rule -------------------------------------------------------------------------
 
-def dev(host: str, *bridges: str, numa: int | None = 0) -> dict:
+def dev(host: str | None, *bridges: str, numa: int | None = 0) -> dict:
     return {"host_bridge": host, "bridges": list(bridges), "numa_node": numa}
 
 
@@ -197,6 +203,20 @@ def test_puget_single_numa_node_without_numa_ids(node) -> None:
     gpus = topology["gpus"]
     assert gpus[0]["host_bridge"] == gpus[1]["host_bridge"] == "pci0000:c0"
     assert [p["relation"] for p in gpus[0]["nics"] if p["name"].startswith("mlx5_")] == ["NODE", "NODE"]
+
+
+def test_igx_devkit_pxb_in_a_non_zero_pci_domain_without_config_space(node) -> None:
+    """Recorded with lspci -tv and nvidia-smi topo -mp only: no link state, no config space, one NUMA node."""
+    machine(node, "nvidia-igx-orin-devkit")
+    topology = read(node, recorded_runner("nvidia-igx-orin-devkit"))["topology"]
+    gpu = topology["gpus"][0]
+    assert (gpu["pci"], gpu["host_bridge"], gpu["root_port"]) == ("0005:09:00.0", "pci0005:00", "0005:00:00.0")
+    assert gpu["nearest_nics"] == ["mlx5_0", "mlx5_1"] and gpu["numa_node"] == 0
+    # the Realtek ports sit below another host bridge (pci0001:00) of the one NUMA node
+    assert [(p["pci"], p["relation"]) for p in gpu["nics"] if not p["rdma"]] == [("0001:03:00.0", "NODE"),
+                                                                                 ("0001:35:00.0", "NODE")]
+    assert gpu["link"]["trained_down"] is None and gpu["pcie"]["known"] is False
+    assert topology["tools"] == {"lspci": "unknown", "nvidia_smi": "read"}
 
 
 # --- constructed trees ------------------------------------------------------------------------
