@@ -17,6 +17,9 @@ APT_PACKAGES=(
   # promtool checks the metrics files, alert rules and rule tests (tests/interop/test_telemetry.py);
   # node_exporter runs only inside lab nodes, started by tests (tests/integration/test_telemetry_lab.py)
   prometheus prometheus-node-exporter
+  # TuneD's own profile loader, merger and tuned-adm read the profile tuned_profile writes
+  # (tests/interop/test_sys_tuned.py); a tool here, never the host's tuning daemon
+  tuned
 )
 
 missing=()
@@ -42,15 +45,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   [ "$own_policy" = 1 ] && rm -f "$policy"
   trap - EXIT
-  # prometheus and node_exporter are tools here, never services of the host: the units they
-  # just installed do not start at boot either
-  if [ -d /run/systemd/system ]; then
-    for unit in prometheus prometheus-node-exporter; do
-      case " ${missing[*]} " in
-        *" $unit "*) systemctl disable --now "$unit" >/dev/null 2>&1 || true ;;
-      esac
-    done
-  fi
+  # prometheus, node_exporter and TuneD are tools here, never services of the host: the units
+  # they just installed do not start at boot either. Without a running systemd (a container)
+  # the package scripts still made the enable links; systemctl removes them offline.
+  now=
+  [ -d /run/systemd/system ] && now=--now
+  for unit in prometheus prometheus-node-exporter tuned; do
+    case " ${missing[*]} " in
+      *" $unit "*) systemctl disable $now "$unit" >/dev/null 2>&1 || true ;;
+    esac
+  done
 fi
 
 PY=${PYTHON:-python3}
