@@ -39,7 +39,8 @@ COLLECTION = "aiinfra.datapath"
 MARK = "--aiinfra-datapath-numa--"
 
 # the variables of node_plan's facts argument (see plugin_utils/cluster_spec/plan.py node_facts)
-PLAN_FACT_VARS = ("datapath_memory_bytes", "datapath_numa_nodes", "ansible_memtotal_mb", "ansible_facts")
+PLAN_FACT_VARS = ("datapath_memory_bytes", "datapath_numa_nodes", "ansible_memtotal_mb", "ansible_facts",
+                  "datapath_backend")
 # host variables a capability's derived argument reads (the lockout guard's address)
 DERIVE_VARS = ("datapath_connection_address", "ansible_host", "inventory_hostname")
 

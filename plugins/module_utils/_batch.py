@@ -33,11 +33,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware imp
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
 from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import RoceQos
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import SysctlProfile
+from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned_profile import TunedProfile
 
 # The capabilities datapath_run dispatches, in the order the datapath role applies them
 # (kernel and memory -> network -> storage -> Kubernetes).
 BACKENDS = dict((cls.name, cls) for cls in (
-    SysctlProfile, HugePages, KernelCmdline, LinkMtu, RoceQos, NicFirmware, NvmeLayout, NfdLabels))
+    SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RoceQos, NicFirmware, NvmeLayout, NfdLabels))
 
 
 def run_call(runner, name, args, check_mode=False, diff=False):

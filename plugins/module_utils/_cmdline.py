@@ -264,6 +264,36 @@ class Grubby(Bootloader):
                               after=" ".join(after), diff=GRUBBY_DIFF)
 
 
+class TunedBootloader(GrubDropIn):
+    """The TuneD backend: the arguments are in the TuneD profile's [bootloader] section
+    (aiinfra.datapath.tuned_profile) and TuneD hands them to the boot loader. Our grub.d drop-in
+    of an earlier backend is removed (then update-grub), so no argument is set twice."""
+
+    name = "tuned"
+    boot_paths = ("/boot/grub", "/boot/grub2", "/boot/loader/entries")
+
+    def __init__(self, root, runner, params):
+        super(TunedBootloader, self).__init__(root, runner, params)
+        # TuneD's bootloader plugin needs a boot loader too: without one (a container, the lab)
+        # nothing persists the arguments and no reboot brings them
+        self.persists = any(root.exists(path) for path in self.boot_paths)
+        self.reboot_flag = GrubDropIn.reboot_flag if self.persists else None
+
+    def not_removable(self, state, remove):
+        return []
+
+    def plan(self, state, args, remove):
+        if state["file"] is None:
+            return []
+        actions = [file_action(self.params["drop_in"], state["file"], None,
+                               "remove %s (the TuneD profile carries the arguments)" % self.params["drop_in"],
+                               reboot=False)]
+        argv = self.update_argv.get(self.tool or "")
+        if self.params["update_bootloader"] and argv:
+            actions.append(command_action(self.runner, argv, reboot=False))
+        return actions
+
+
 BACKENDS = {"grub_d": GrubDropIn, "grubby": Grubby}
 AUTO_ORDER = (GrubDropIn, Grubby)
 
@@ -271,6 +301,10 @@ AUTO_ORDER = (GrubDropIn, Grubby)
 def choose_backend(root, runner, params):
     """The boot loader of this node (or the one ``params["backend"]`` names)."""
     wanted = params["backend"]
+    if wanted == "tuned":
+        backend = TunedBootloader(root, runner, params)
+        backend.find_tool()
+        return backend
     if wanted == "none":
         cls = DropInOnly if params["when_no_bootloader"] == "write_drop_in" else Bootloader
         return cls(root, runner, params)
@@ -299,7 +333,7 @@ class KernelCmdline(Capability):
         return dict(
             args=dict(type="list", elements="str", default=[]),
             remove=dict(type="list", elements="str", default=[]),
-            backend=dict(type="str", choices=["auto", "grub_d", "grubby", "none"], default="auto"),
+            backend=dict(type="str", choices=["auto", "grub_d", "grubby", "none", "tuned"], default="auto"),
             drop_in=dict(type="path", default=DEFAULT_DROP_IN),
             update_bootloader=dict(type="bool", default=True),
             when_no_bootloader=dict(type="str", choices=["skip", "write_drop_in"], default="skip"),

@@ -40,7 +40,11 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware imp
     parse_devlink_info,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology import NodeTopology
-from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import boot_values, canonical_name, read_key
+from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
+    boot_values_with_tuned,
+    canonical_name,
+    read_key,
+)
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
@@ -160,7 +164,7 @@ class DatapathFacts(Capability):
         out = {}
         names = [canonical_name(str(name)) for name in self.params.get("sysctl_keys") or []]
         names = [name for name in names if name]
-        at_boot = boot_values(self.host, names)
+        at_boot = boot_values_with_tuned(self.host, names)
         for canon in names:
             state, value = read_key(self.host, canon)
             boot_value, boot_file = at_boot[canon]

@@ -223,6 +223,7 @@ class HugePages(Capability):
                 group=dict(type="str", default="root"),
                 mode=dict(type="str", default="0755"),
             )),
+            thp_persist=dict(type="bool", default=True),
             sysctl_file=dict(type="path", default=DEFAULT_SYSCTL_FILE),
             boot_unit_file=dict(type="path", default=DEFAULT_BOOT_UNIT_FILE),
             fstab=dict(type="path", default="/etc/fstab"),
@@ -274,7 +275,9 @@ class HugePages(Capability):
         self.mount_plans = self._plan_mounts(state, problems)
         if problems:
             raise HugePagesError("nothing was changed: " + "; ".join(problems), problems=problems)
-        files, values = render_files(self.page_plans, self.thp_plan, self.mount_plans, state["files"], THP_DIR)
+        # thp_persist false: another backend (the TuneD profile's [vm]) sets THP at boot
+        thp_boot = self.thp_plan if self.params.get("thp_persist", True) else {}
+        files, values = render_files(self.page_plans, thp_boot, self.mount_plans, state["files"], THP_DIR)
         self.cmdline_args = cmdline_args(self.page_plans)
         self.overrides = find_overrides(self.root, self.params["sysctl_file"], values) if values else []
         for item in self.overrides:

@@ -156,6 +156,25 @@ def boot_values(host, names):
     return found
 
 
+def boot_values_with_tuned(host, names):
+    """:func:`boot_values`, then the active TuneD profile on top: TuneD sets its ``[sysctl]`` values when it
+    starts, after systemd-sysctl, and with ``reapply_sysctl = 1`` (the default) re-applies the sysctl.d
+    files after them, so a key a sysctl.d file sets keeps that file's value. ``(value, file)`` per key."""
+    found = boot_values(host, names)
+    try:
+        tuned = load_tuned(host)
+    except (IOError, OSError):
+        tuned = None
+    if not tuned:
+        return found
+    for key in names:
+        theirs = tuned["sysctl"].get(key)
+        if theirs is None or (tuned["reapply_sysctl"] and found[key][1] is not None):
+            continue
+        found[key] = (" ".join(split_value(theirs["value"])), theirs["file"])
+    return found
+
+
 def _same_file(host, left, right):
     try:
         return os.path.samefile(host.path(left), host.path(right))
@@ -303,6 +322,7 @@ class SysctlProfile(Capability):
         return dict(
             keys=dict(type="dict", required=True, no_log=False),
             file=dict(type="path", default=DEFAULT_FILE),
+            persist=dict(type="bool", default=True),
             apply=dict(type="bool", default=True),
             on_override=dict(type="str", choices=["warn", "fail"], default="warn"),
         )
@@ -369,6 +389,14 @@ class SysctlProfile(Capability):
                 problems=problems)
         self.report = report
         values = dict((name, entry["target"]) for name, entry in report.items() if "target" in entry)
+        if not self.params["persist"]:
+            # another backend persists the keys (the TuneD profile): no file of ours may set them at boot
+            self.overrides = []
+            self.tuned = self._tuned_report(state.get("tuned"), values)
+            if state["file"] is not None:
+                actions.append(file_action(self.params["file"], state["file"], None,
+                                           "remove %s (persist: false)" % self.params["file"]))
+            return actions
         self.overrides = find_overrides(self.root, self.params["file"], values)
         if self.overrides and self.params["on_override"] == "fail":
             raise SysctlError(

@@ -7,15 +7,19 @@ the collection also manages.
 TuneD (tuned/profiles/loader.py, locator.py, merger.py; tuned-main.conf):
 
 * the active profile is ``/etc/tuned/active_profile``: one or more names, split on whitespace;
-* a profile is ``DIR/NAME/tuned.conf`` in the ``profile_dirs`` of ``tuned-main.conf`` (default
-  ``/usr/lib/tuned,/etc/tuned``; TuneD 2.23+ also ``…/profiles``); a later directory wins, and a
+* a profile is ``DIR/NAME/tuned.conf`` in the ``profile_dirs`` of ``tuned-main.conf`` (TuneD 2.20,
+  Debian bookworm's, has no such option and uses ``/usr/lib/tuned,/etc/tuned``; 2.23+ also
+  ``…/profiles``); a later directory wins, and a
   profile may include a profile of the same name from an earlier one;
 * ``[main] include=`` (split on ``,`` or ``;``) loads those profiles first; the including profile's
   sections then override theirs option by option (``replace=true`` replaces the whole section);
 * a section's plugin is its ``type=``, else its name: ``[sysctl]`` (sysctl values), ``[vm]``
   (``transparent_hugepages``); values may be quoted; ``${…}`` is expanded by TuneD at runtime;
+* a unit with ``uname_regex`` / ``cpuinfo_regex`` applies only where they match this machine
+  (Debian's throughput-performance has ThunderX-only units);
 * ``reapply_sysctl`` (default 1): after its own sysctl values TuneD re-applies ``/run/sysctl.d``,
-  ``/etc/sysctl.d`` and ``/etc/sysctl.conf``, so a key our sysctl.d file sets ends with our value;
+  ``/etc/sysctl.d`` and ``/etc/sysctl.conf`` (not ``/usr/lib/sysctl.d``), so a key our sysctl.d file
+  sets ends with our value;
   with ``reapply_sysctl = 0`` TuneD's value replaces ours each time TuneD starts or reloads. The
   vm plugin's THP setting has no such step: TuneD writes it after the boot's tmpfiles.
 """
@@ -24,6 +28,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 import configparser
@@ -78,13 +83,18 @@ def parse_profile(text, path):
     raise ValueError(error)
 
 
-def load(host):
-    """The active profile of the node, merged as TuneD merges it; None when TuneD has none.
+def active_names(host):
+    """The names in /etc/tuned/active_profile (unsafe names dropped)."""
+    return [name for name in (host.read_raw(ACTIVE_PROFILE) or "").split() if SAFE_NAME.match(name)]
+
+
+def load(host, names=None):
+    """The active profile of the node (or the profiles ``names``), merged as TuneD merges it; None
+    when TuneD has none.
 
     ``{profiles, files, missing, errors, reapply_sysctl, sysctl: {key: {value, file}},
     vm: {option: {value, file}}}``."""
-    active = (host.read_raw(ACTIVE_PROFILE) or "").split()
-    names = [name for name in active if SAFE_NAME.match(name)]
+    names = active_names(host) if names is None else [name for name in names if SAFE_NAME.match(name)]
     if not names:
         return None
     main = main_config(host.read_raw(MAIN_CONF))
@@ -144,6 +154,8 @@ def load(host):
         unit = units[section]
         if not _bool(unit["options"].get("enabled", ("true", None))[0], True):
             continue
+        if not _unit_matches(host, unit["options"]):
+            continue  # TuneD's unit manager skips it on this machine (units/manager.py)
         target = {"sysctl": out["sysctl"], "vm": out["vm"]}.get(unit["type"])
         if target is None:
             continue
@@ -151,6 +163,22 @@ def load(host):
             if option not in UNIT_OPTIONS:
                 target[option] = {"value": value, "file": path}
     return out
+
+
+def _unit_matches(host, options):
+    """A unit's ``uname_regex`` / ``cpuinfo_regex`` against this machine, as TuneD's unit manager
+    matches them (``re.search``, MULTILINE; uname is ``" ".join(os.uname())``)."""
+    for option, text in (("uname_regex", lambda: " ".join(os.uname())),
+                         ("cpuinfo_regex", lambda: host.read_raw("/proc/cpuinfo") or "")):
+        pattern = options.get(option)
+        if pattern is None:
+            continue
+        try:
+            if re.search(pattern[0], text(), re.MULTILINE) is None:
+                return False
+        except re.error:
+            return False
+    return True
 
 
 def sysctl_conflicts(tuned, wanted, same):

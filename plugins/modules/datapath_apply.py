@@ -82,9 +82,10 @@ options:
         C(nvme_layout) and C(nfd_labels).
     type: list
     elements: str
-    choices: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_layout, nfd_labels,
-              sysctl, nvme_cache, k8s_node]
-    default: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_layout, nfd_labels]
+    choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nvme_layout,
+              nfd_labels, sysctl, nvme_cache, k8s_node]
+    default: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nvme_layout,
+              nfd_labels]
 seealso:
   - module: aiinfra.datapath.datapath_facts
   - module: aiinfra.datapath.sysctl_profile

@@ -121,6 +121,12 @@ options:
     description: Own managed file for C(vm.nr_hugepages); removed when nothing persists via sysctl.
     type: path
     default: /etc/sysctl.d/90-aiinfra-datapath-hugepages.conf
+  thp_persist:
+    description:
+      - Whether O(boot_unit_file) carries the THP settings for the boot. V(false) (the TuneD backend, whose
+        profile's C([vm]) section sets them) leaves them out; the live values are still set.
+    type: bool
+    default: true
   boot_unit_file:
     description:
       - Own managed systemd-tmpfiles file for per-node and non-default sizes with

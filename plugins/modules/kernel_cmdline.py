@@ -57,9 +57,13 @@ options:
     elements: str
     default: []
   backend:
-    description: Boot loader backend; C(auto) detects it from C(/boot) and the tools in PATH.
+    description:
+      - Boot loader backend; C(auto) detects it from C(/boot) and the tools in PATH.
+      - V(tuned) (the TuneD backend) leaves the arguments to the TuneD profile's C([bootloader]) section
+        (M(aiinfra.datapath.tuned_profile)); this module then removes its own grub.d drop-in of an earlier
+        backend and reports RV(reboot_required) from the running kernel.
     type: str
-    choices: [auto, grub_d, grubby, none]
+    choices: [auto, grub_d, grubby, none, tuned]
     default: auto
   drop_in:
     description: The drop-in the C(grub_d) backend owns.

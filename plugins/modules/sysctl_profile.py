@@ -66,6 +66,12 @@ options:
       - The managed file that persists the profile. The module owns it entirely.
     type: path
     default: /etc/sysctl.d/90-aiinfra-datapath.conf
+  persist:
+    description:
+      - Whether O(file) persists the keys. V(false) (the TuneD backend, where M(aiinfra.datapath.tuned_profile)
+        persists them) removes the file when it exists; the live values are still set.
+    type: bool
+    default: true
   apply:
     description:
       - Whether to change live values now. With C(false) only the file is written and the

@@ -106,6 +106,7 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
     Capability("sysctl_profile", ("kernel",), ("sysctl",), (
         Knob("keys", PLAN, old=("sysctl_keys",)),
         Knob("file", PLAN, old=("sysctl_file",)),
+        Knob("persist", PLAN),  # false under datapath_backend tuned: the TuneD profile persists the keys
         Knob("apply", True, old=("sysctl_apply",)),
         Knob("on_override", "warn", old=("sysctl_on_override",)),
     ), _some("keys")),
@@ -114,6 +115,7 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
         Knob("thp", PLAN),
         Knob("mounts", PLAN),
         Knob("on_shortfall", "fail"),
+        Knob("thp_persist", PLAN),  # false under datapath_backend tuned: the TuneD profile's [vm] sets THP
         Knob("sysctl_file", "/etc/sysctl.d/90-aiinfra-datapath-hugepages.conf"),
         Knob("boot_unit_file", "/etc/tmpfiles.d/aiinfra-datapath-hugepages.conf"),
         Knob("restart_kubelet", False, module=False),
@@ -122,11 +124,19 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
     Capability("kernel_cmdline", ("kernel",), (), (
         Knob("args", PLAN),
         Knob("remove", PLAN),
-        Knob("backend", "auto"),
+        Knob("backend", PLAN),  # null: auto; tuned under datapath_backend tuned
         Knob("drop_in", "/etc/default/grub.d/90-aiinfra-datapath.cfg"),
         Knob("update_bootloader", True),
         Knob("when_no_bootloader", "skip"),
     )),
+    Capability("tuned_profile", ("kernel",), (), (
+        Knob("name", PLAN),
+        Knob("include", None),  # null: the profiles active before ours
+        Knob("sysctl", PLAN),
+        Knob("thp", PLAN),
+        Knob("kernel_args", PLAN),
+        Knob("activate", True),
+    ), lambda args: bool(args.get("name"))),  # planned only under datapath_backend tuned
     Capability("link_mtu", ("network",), ("mtu",), (
         Knob("interfaces", PLAN),
         Knob("persist", "auto"),

@@ -187,7 +187,7 @@ def test_a_broken_boot_path_is_named_by_the_audit_after_the_reboot(dpb: LabHandl
         if f["severity"] != "info":
             reasons.setdefault((f["host"], f["capability"]), []).append(f"{f['key']}: {f['reason']}")
     # (the value is the kernel's default for a new namespace, which depends on the machine's memory)
-    lost = ": differs from the plan; no sysctl.d file sets it, so a boot does not restore it"
+    lost = ": differs from the plan; no sysctl.d file (or active TuneD profile) sets it, so a boot does not restore it"
     assert any(r.startswith("net.ipv4.tcp_rmem: net.ipv4.tcp_rmem is ") and r.endswith(lost)
                for r in reasons[("node2", "sysctl_profile")]), reasons
     # node3's file is there but systemd-sysctl could not apply its value: the boot value names the file

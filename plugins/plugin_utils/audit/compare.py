@@ -190,7 +190,7 @@ def _boot_cause(key: str, entry: Mapping[str, Any], wanted: str, mode: str) -> s
         return ""
     boot, source = entry.get("boot"), entry.get("boot_file")
     if boot is None:
-        return "; no sysctl.d file sets it, so a boot does not restore it"
+        return "; no sysctl.d file (or active TuneD profile) sets it, so a boot does not restore it"
     if not _sysctl_ok(wanted, str(boot), mode):
         return f"; the next boot sets {boot} ({source})"
     return ""

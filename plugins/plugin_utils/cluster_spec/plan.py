@@ -57,6 +57,19 @@ def node_facts(facts: Mapping[str, Any] | None) -> tuple[int | None, int | None]
     return memory, (numa if numa is None or numa <= 64 else None)
 
 
+BACKENDS = ("files", "tuned")
+TUNED_PROFILE = "aiinfra-datapath"
+
+
+def node_backend(facts: Mapping[str, Any] | None) -> str | None:
+    """The persistence backend from hostvars ``datapath_backend`` (``files``, the default, or
+    ``tuned``); None when the value is not one of them (the caller reports it)."""
+    value = facts.get("datapath_backend") if isinstance(facts, Mapping) else None
+    if value in (None, ""):
+        return "files"
+    return value if value in BACKENDS else None
+
+
 def _split(count: int, nodes: int) -> dict[int, int]:
     base, extra = divmod(count, nodes)
     return {node: base + (1 if node < extra else 0) for node in range(nodes)}
@@ -176,10 +189,13 @@ def _models(spec: DatapathSpec, eff: Effective, held: Sequence[int]) -> dict[str
             "concurrency": cache.concurrency, "models": items}
 
 
-def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequence[int] = ()) -> dict[str, Any]:
+def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequence[int] = (),
+               backend: str = "files") -> dict[str, Any]:
     """Assemble the plan dict for ``host`` from its merged settings (no validation here).
 
-    ``named_models``: indexes of the models that name the host or one of its groups.
+    ``named_models``: indexes of the models that name the host or one of its groups. ``backend``:
+    ``files`` (sysctl.d, tmpfiles.d, grub.d) or ``tuned`` (one TuneD profile, ``tuned_profile``, persists
+    the sysctls, THP and kernel arguments; the other parts still set the live values).
     """
     numa_nodes = eff.numa_nodes or 1
     sysctl = {key: {"value": setting.value, "mode": setting.mode, "scope": sysctl_scope(key),
@@ -212,14 +228,19 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequ
             "wipe_serials": list(st.wipe_serials),
         }
     reboot = bool(args) or any(p["persist"] == "cmdline" for p in hugepages["pages"])
+    tuned = backend == "tuned"
+    tuned_part = {"name": TUNED_PROFILE, "sysctl": sysctl, "thp": hugepages["thp"],
+                  "kernel_args": list(args)} if tuned else None
     return {
         "version": PLAN_VERSION,
         "host": host,
         "profiles": list(eff.layers),
         "reboot_required": reboot,
-        "sysctl_profile": {"file": SYSCTL_FILE, "keys": sysctl},
-        "hugepages": hugepages,
-        "kernel_cmdline": {"args": args},
+        "backend": backend,
+        "sysctl_profile": {"file": SYSCTL_FILE, "keys": sysctl, "persist": not tuned},
+        "hugepages": {**hugepages, "thp_persist": not tuned},
+        "kernel_cmdline": {"args": args, "backend": "tuned" if tuned else None},
+        "tuned_profile": tuned_part,
         "link_mtu": {"interfaces": interfaces},
         "roce_qos": {"interfaces": qos},
         "nic_firmware": {"policies": [{"driver": p.driver, "psid": p.psid, "min_version": p.min_version,
@@ -271,11 +292,17 @@ class Planner:
         group_list = ([g for g in groups if isinstance(g, str)]
                       if isinstance(groups, (list, tuple, set, frozenset)) else [])
         memory, numa = node_facts(facts)
+        backend = node_backend(facts)
+        if backend is None:
+            raise SpecValidationError([SpecError(
+                "datapath_backend", "datapath_backend must be one of %s, got %r"
+                % (", ".join(BACKENDS), (facts or {}).get("datapath_backend")),
+                "set the inventory variable datapath_backend to files (the default) or tuned", host)])
         indexes = tuple(matching_profiles(self.spec, host, group_list))
         override = host in self.spec.hosts
         named = tuple(matching_models(self.spec, host, group_list))
         # Groups matter only through the profiles and models they select, so both are in the key.
-        key = (indexes, host if override else None, memory, numa, named)
+        key = (indexes, host if override else None, memory, numa, named, backend)
         template = self._cache.get(key)
         if template is None:
             eff = effective(self.spec, indexes, host if override else None)
@@ -289,7 +316,7 @@ class Planner:
             if errors:
                 raise SpecValidationError(errors)
             # Round-trip once so that the template is plain JSON data (str keys, no tuples).
-            template = json.loads(json.dumps(build_plan(self.spec, "", eff, named)))
+            template = json.loads(json.dumps(build_plan(self.spec, "", eff, named, backend)))
             self._cache[key] = template
         return template
 

@@ -14,7 +14,7 @@ ORDER = list(caps.ORDER)
 @pytest.mark.parametrize("run_tags, skip_tags, expected", [
     ([], [], ORDER),
     (["all"], [], ORDER),
-    (["kernel"], [], ["sysctl_profile", "hugepages", "kernel_cmdline"]),
+    (["kernel"], [], ["sysctl_profile", "hugepages", "kernel_cmdline", "tuned_profile"]),
     (["sysctl", "mtu"], [], ["sysctl_profile", "link_mtu"]),
     (["sysctl_profile", "link_mtu"], [], ["sysctl_profile", "link_mtu"]),
     (["network"], ["firmware"], ["link_mtu", "roce_qos"]),

@@ -87,8 +87,8 @@ def test_no_private_ansible_globals_no_symlinks_no_stdout() -> None:
         assert not path.is_symlink(), f"{path} is a symbolic link"
         if path.suffix == ".py":
             assert "_ANSIBLE_ARGS" not in path.read_text(), path
-    assert set(_batch.BACKENDS) == {"sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos",
-                                    "nic_firmware", "nvme_layout", "nfd_labels"}
+    assert set(_batch.BACKENDS) == {"sysctl_profile", "hugepages", "kernel_cmdline", "tuned_profile", "link_mtu",
+                                    "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels"}
 
 
 def test_batched_capabilities_take_no_secrets() -> None:

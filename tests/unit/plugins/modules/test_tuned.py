@@ -20,7 +20,8 @@ TP = "/usr/lib/tuned/throughput-performance/tuned.conf"
 
 @pytest.fixture
 def tuned_node(node):
-    """A node with Debian's tuned files (the two profiles, tuned-main.conf) and no active profile yet."""
+    """A node with TuneD's files (the two profiles, tuned-main.conf; upstream, see the .source files)
+    and no active profile yet."""
     for path in FIXTURES.rglob("*"):
         if path.is_file() and not path.name.endswith(".source"):
             node.put("/" + str(path.relative_to(FIXTURES)), path.read_text())

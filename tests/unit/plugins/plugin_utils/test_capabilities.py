@@ -51,7 +51,7 @@ def test_role_defaults_and_the_filter_call_list_every_knob(name: str) -> None:
 def test_arguments_come_from_the_plan_part_unless_a_variable_is_set() -> None:
     args = caps.capability_args("sysctl_profile", PLAN)
     assert args == {"keys": PLAN["sysctl_profile"]["keys"], "file": PLAN["sysctl_profile"]["file"],
-                    "apply": True, "on_override": "warn"}
+                    "persist": True, "apply": True, "on_override": "warn"}
     mine = {"vm.swappiness": "10"}
     assert caps.capability_args("sysctl_profile", PLAN, {"keys": mine, "apply": False})["keys"] == mine
     assert filter_args(PLAN, "sysctl_profile", {"keys": mine}) == caps.capability_args("sysctl_profile", PLAN,
@@ -63,9 +63,34 @@ def test_nothing_planned_skips_the_capability() -> None:
     assert caps.capability_args("link_mtu", dict(PLAN, link_mtu={"interfaces": []})) is None
     assert caps.capability_args("hugepages", dict(PLAN, hugepages={"pages": [], "mounts": [],
                                                                    "thp": {"enabled": None, "defrag": None}})) is None
-    assert caps.capability_args("kernel_cmdline", {}) == {"backend": "auto", "update_bootloader": True,
+    assert caps.capability_args("kernel_cmdline", {}) == {"update_bootloader": True,
                                                           "drop_in": "/etc/default/grub.d/90-aiinfra-datapath.cfg",
-                                                          "when_no_bootloader": "skip"}
+                                                          "when_no_bootloader": "skip"}  # backend: the module's auto
+    assert caps.capability_args("tuned_profile", PLAN) is None  # the files backend has no profile
+
+
+def test_the_tuned_backend_moves_boot_state_into_one_profile() -> None:
+    tuned = node_plan(base(), "h1", ["gpu"], {"datapath_numa_nodes": 2, "datapath_backend": "tuned"})
+    assert tuned["backend"] == "tuned"
+    assert caps.capability_args("sysctl_profile", tuned)["persist"] is False
+    assert caps.capability_args("hugepages", tuned)["thp_persist"] is False
+    assert caps.capability_args("kernel_cmdline", tuned)["backend"] == "tuned"
+    profile = caps.capability_args("tuned_profile", tuned)
+    assert profile == {"name": "aiinfra-datapath", "sysctl": tuned["sysctl_profile"]["keys"],
+                       "thp": tuned["hugepages"]["thp"], "kernel_args": tuned["kernel_cmdline"]["args"],
+                       "activate": True}
+    # the live parts are the same as under the files backend
+    files = node_plan(base(), "h1", ["gpu"], {"datapath_numa_nodes": 2})
+    assert tuned["sysctl_profile"]["keys"] == files["sysctl_profile"]["keys"]
+    assert caps.capability_args("sysctl_profile", files)["persist"] is True
+
+
+def test_an_unknown_backend_is_a_spec_error_naming_the_host() -> None:
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import SpecValidationError
+
+    with pytest.raises(SpecValidationError) as raised:
+        node_plan(base(), "h1", ["gpu"], {"datapath_backend": "tuneD"})
+    assert "datapath_backend must be one of files, tuned, got 'tuneD'" in str(raised.value.errors[0].render())
 
 
 def test_derived_arguments() -> None:

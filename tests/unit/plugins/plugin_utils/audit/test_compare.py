@@ -112,7 +112,7 @@ def test_sysctl_right_now_but_not_restored_by_a_boot() -> None:
     found = only(compare(plan(), f))
     assert (found["check"], found["kind"], found["severity"]) == ("sysctl-boot", "drift", "error")
     assert found["actual"] is None
-    assert "no sysctl.d file sets it, so a boot does not restore it" in found["reason"]
+    assert "no sysctl.d file (or active TuneD profile) sets it, so a boot does not restore it" in found["reason"]
     f["sysctl"]["net.ipv4.tcp_mtu_probing"].update(boot="0", boot_file="/etc/sysctl.d/99-local.conf")
     found = only(compare(plan(), f))
     assert found["actual"] == "0" and "the next boot sets 0 (/etc/sysctl.d/99-local.conf)" in found["reason"]
@@ -132,8 +132,8 @@ def test_sysctl_live_drift_names_the_boot_cause_in_one_finding() -> None:
     f["sysctl"]["net.ipv4.tcp_mtu_probing"].update(value="0", boot=None, boot_file=None)
     found = only(compare(plan(), f))
     assert found["check"] == "sysctl-value"
-    assert found["reason"] == ("net.ipv4.tcp_mtu_probing is 0: differs from the plan; no sysctl.d file sets it, "
-                               "so a boot does not restore it")
+    assert found["reason"] == ("net.ipv4.tcp_mtu_probing is 0: differs from the plan; no sysctl.d file (or active "
+                               "TuneD profile) sets it, so a boot does not restore it")
     f["sysctl"]["net.ipv4.tcp_mtu_probing"].update(boot="1", boot_file=OURS)  # the file is fine: no cause to add
     assert only(compare(plan(), f))["reason"] == "net.ipv4.tcp_mtu_probing is 0: differs from the plan"
 

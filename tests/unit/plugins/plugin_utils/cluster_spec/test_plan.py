@@ -22,22 +22,23 @@ from ._specs import EXAMPLE, base, example
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
              "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure",
-             "node_topology"}
+             "node_topology", "backend", "tuned_profile"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:
     plan = node_plan(base(), "h1", ["gpu"], {"datapath_numa_nodes": 2})
     assert set(plan) == PLAN_KEYS
-    assert set(plan["sysctl_profile"]) == {"file", "keys"}
+    assert set(plan["sysctl_profile"]) == {"file", "keys", "persist"}
     for entry in plan["sysctl_profile"]["keys"].values():
         assert set(entry) == {"value", "mode", "scope", "ignore_missing"}
         assert isinstance(entry["value"], str)
         assert entry["mode"] in ("exact", "minimum") and entry["scope"] in ("netns", "global")
-    assert set(plan["hugepages"]) == {"pages", "bytes_per_node", "thp", "mounts"}
+    assert set(plan["hugepages"]) == {"pages", "bytes_per_node", "thp", "mounts", "thp_persist"}
     for page in plan["hugepages"]["pages"]:
         assert set(page) == {"size", "count", "per_node", "persist"}
     assert set(plan["hugepages"]["thp"]) == {"enabled", "defrag"}
-    assert set(plan["kernel_cmdline"]) == {"args"}
+    assert set(plan["kernel_cmdline"]) == {"args", "backend"}
+    assert plan["backend"] == "files" and plan["tuned_profile"] is None  # datapath_backend unset
     assert set(plan["link_mtu"]) == {"interfaces"} and set(plan["roce_qos"]) == {"interfaces"}
     for iface in plan["link_mtu"]["interfaces"]:
         assert set(iface) == {"name", "match", "fabric", "mtu"}
