@@ -3,6 +3,8 @@ this collection with its controller-side dependencies, and the pins agree everyw
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
 import shutil
 import subprocess
@@ -79,7 +81,13 @@ def test_containerfile_installs_the_collection_and_the_cli(ee_context: Path) -> 
     assert "introspect.py introspect" in containerfile  # collection dependencies are collected
     assert "COPY _build/bin/datapath /usr/local/bin/datapath" in containerfile
     requirements = yaml.safe_load((ee_context / "_build" / "requirements.yml").read_text())
-    assert requirements == {"collections": [{"name": "/build/collection/aiinfra-datapath.tar.gz", "type": "file"}]}
+    assert requirements == {"collections": [{"name": "/build/collection/aiinfra-datapath.tar.gz", "type": "file"},
+                                            {"name": "community.general", "version": "==11.4.2"}]}
+    # the pull DaemonSet's needs: community.general (chroot connection) at the tested version, git
+    general = json.loads((Path(importlib.metadata.distribution("ansible").locate_file(
+        "ansible_collections/community/general/MANIFEST.json"))).read_text())
+    assert general["collection_info"]["version"] == "11.4.2"
+    assert "git [platform:rpm]" in (ee_context / "_build" / "bindep.txt").read_text()
     assert (ee_context / "_build" / "collection" / "aiinfra-datapath.tar.gz").stat().st_size > 10000
     assert os.access(ee_context / "_build" / "bin" / "datapath", os.X_OK)
 
