@@ -119,8 +119,8 @@ class TunedProfile(Capability):
         if not SAFE_NAME.match(name or ""):
             raise TunedProfileError("name must be letters, digits, '.', '_' or '-', got %r" % name)
         include = self.params.get("include")
-        if include is not None and include != "" and not all(SAFE_NAME.match(p.strip()) for p in
-                                                            re.split(r"[,;]", include) if p.strip()):
+        names = [part.strip() for part in re.split(r"[,;]", include or "") if part.strip()]
+        if include and not all(SAFE_NAME.match(part) for part in names):
             raise TunedProfileError("include must be profile names separated by ',', got %r" % include)
         self.keys = {}
         for key, entry in sorted((self.params["sysctl"] or {}).items()):
