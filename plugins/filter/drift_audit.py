@@ -8,6 +8,8 @@ Documentation: audit_findings.yml and audit_reports.yml next to this file.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +46,26 @@ def topology_fingerprint(topology: Any) -> dict[str, Any] | None:
     if topology is not None and not isinstance(topology, Mapping):
         raise AnsibleFilterError("topology_fingerprint: the input must be the topology section of datapath_facts")
     return _golden.fingerprint(_plain(topology) if topology else None)
+
+
+def topology_golden_files(directory: Any) -> dict[str, Any]:
+    """``{CLASS: golden topology}`` from the ``CLASS.json`` files of a controller directory; {} when the
+    directory does not exist (no class has a golden topology yet)."""
+    if not isinstance(directory, str) or not directory:
+        raise AnsibleFilterError(f"topology_golden_files: expected a directory path, got {directory!r}")
+    path = os.path.abspath(os.path.expanduser(directory))
+    if not os.path.isdir(path):
+        return {}
+    out: dict[str, Any] = {}
+    for name in sorted(os.listdir(path)):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        try:
+            with open(os.path.join(path, name), encoding="utf-8") as handle:
+                out[name[:-len(".json")]] = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise AnsibleFilterError(f"topology_golden_files: {os.path.join(path, name)}: {exc}") from None
+    return out
 
 
 def k8s_node(nodes: Any, name: Any) -> dict[str, Any] | None:
@@ -90,4 +112,5 @@ class FilterModule:
 
     def filters(self) -> dict[str, Any]:
         return {"audit_findings": audit_findings, "audit_reports": audit_reports,
-                "topology_fingerprint": topology_fingerprint, "k8s_node": k8s_node}
+                "topology_fingerprint": topology_fingerprint, "topology_golden_files": topology_golden_files,
+                "k8s_node": k8s_node}

@@ -24,7 +24,18 @@ facts, plan = _DATA.facts, _DATA.plan
 
 def test_filter_names() -> None:
     assert set(drift_audit.FilterModule().filters()) == {"audit_findings", "audit_reports", "topology_fingerprint",
-                                                         "k8s_node"}
+                                                         "topology_golden_files", "k8s_node"}
+
+
+def test_golden_files_are_read_by_class_and_a_missing_directory_is_none_yet(tmp_path) -> None:
+    assert drift_audit.topology_golden_files(str(tmp_path / "absent")) == {}
+    (tmp_path / "h100-sxm.json").write_text('{"format": "aiinfra.datapath/topology-golden/1", "gpus": []}')
+    (tmp_path / "notes.txt").write_text("not a golden file")
+    assert drift_audit.topology_golden_files(str(tmp_path)) == {
+        "h100-sxm": {"format": "aiinfra.datapath/topology-golden/1", "gpus": []}}
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(AnsibleFilterError, match="broken.json"):
+        drift_audit.topology_golden_files(str(tmp_path))
 
 
 def test_audit_findings_and_reports() -> None:
