@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 from datapath_lab import Lab, LabConfig
-from datapath_lab.core import LabError
+from datapath_lab.core import LabError, proc_starttime
 from labtools import VENV_BIN, LabHandle
 
 pytestmark = pytest.mark.lab
@@ -175,7 +176,12 @@ def test_up_recovers_from_a_dead_node_and_reports_a_healthy_lab(scratch_lab) -> 
     messages: list[str] = []
     lab.up(config, log=messages.append)
     assert "already up" in messages[-1]
-    os.kill(int(state["nodes"]["node1"]["holder_pid"]), 9)
+    holder = int(state["nodes"]["node1"]["holder_pid"])
+    os.kill(holder, 9)
+    # SIGKILL is delivered asynchronously: on a busy machine the holder can still be running for a moment.
+    deadline = time.monotonic() + 10
+    while proc_starttime(holder) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert any("holder process gone" in p for p in lab.health(lab.load_state() or {}))
     messages.clear()
     state = lab.up(config, log=messages.append)

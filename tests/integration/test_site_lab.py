@@ -22,8 +22,8 @@ pytestmark = pytest.mark.lab
 SITE = os.path.join(REPO, "playbooks", "site.yml")
 APPLY_TASK = "Facts, plan and every capability module, once each, in dependency order"
 SYSCTL_FILE, _HUGEPAGES_FILE, FEATURES = NODE_FILES
-ALL = ["sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
-       "nfd_labels"]
+ALL = ["sysctl_profile", "hugepages", "kernel_cmdline", "tuned_profile", "link_mtu", "roce_qos", "nic_firmware",
+       "nvme_layout", "nfd_labels"]
 
 
 @pytest.fixture(scope="module")
