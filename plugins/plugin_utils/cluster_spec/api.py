@@ -143,7 +143,7 @@ def validate_inventory(data: Any, hosts: Mapping[str, tuple[Sequence[str], Mappi
     for host in sorted(hosts):
         groups, facts = hosts[host]
         try:
-            plan.template(host, groups, facts)  # node errors come from here; the host's own part has none
+            plan.check(host, groups, facts)  # node errors come from here; the host's own part has none
         except SpecValidationError as exc:
             out.extend(exc.errors)
     return out

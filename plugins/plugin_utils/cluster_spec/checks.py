@@ -348,9 +348,11 @@ def check_model_files(model: Model) -> Iterator[Issue]:
 def check_model_targets(model: Model) -> Iterator[Issue]:
     """A model lists each group and host once."""
     for what, items in (("groups", model.groups), ("hosts", model.hosts)):
+        seen: set[str] = set()  # not items[:index]: a model may list 100,000 hosts
         for index, name in enumerate(items):
-            if name in items[:index]:
+            if name in seen:
                 yield Issue((what, index), f"{name} is listed twice", "list it once")
+            seen.add(name)
 
 
 # --------------------------------------------------------------------------- profiles

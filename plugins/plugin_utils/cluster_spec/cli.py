@@ -50,7 +50,9 @@ def _validate(inv: Inventory) -> list[SpecError]:
                                     "define datapath in group_vars/all (or for one of the host's groups)", host)
                           for host in hosts)
             continue
-        found = validate_inventory(spec, {host: inv.hosts[host] for host in hosts})
+        # every host: the inventory's own mapping (validate_inventory sorts it), not a copy of 100,000 entries
+        found = validate_inventory(spec, inv.hosts if len(hosts) == len(inv.hosts) else
+                                   {host: inv.hosts[host] for host in hosts})
         if spec is not inv.spec:  # a `datapath` that only these hosts have (a group or host override)
             names = ", ".join(hosts[:3]) + (", ..." if len(hosts) > 3 else "")
             note = f" (the `datapath` of {len(hosts)} host(s): {names})"

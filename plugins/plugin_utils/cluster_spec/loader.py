@@ -26,6 +26,7 @@ import contextlib
 import os
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,10 +183,13 @@ _SIMPLE_TAGS = frozenset({_NULL, _BOOL, _INT, _FLOAT})
 
 
 class _Decline(Exception):
-    """The event builder does not build this document: the PyYAML path reads it."""
+    """The event builder does not build this document: the PyYAML path reads it.
+
+    Raised as a new instance each time: a shared one would keep its last traceback, and through
+    its frames the caller's whole inventory, alive until the program ends."""
 
 
-_DECLINE = _Decline()
+_MISS = object()
 
 
 def _builder() -> str:
@@ -206,7 +210,7 @@ def _build(text: str) -> Any:
     resolve = loader.resolve
     constructors = loader.yaml_constructors
     built: dict[str, Any] = {}
-    miss = _DECLINE
+    miss = _MISS
     try:
         get = loader.get_event
         get()  # StreamStartEvent
@@ -214,7 +218,7 @@ def _build(text: str) -> Any:
         if type(event) is StreamEndEvent:  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
             return None
         if type(event) is not DocumentStartEvent:  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
-            raise _DECLINE
+            raise _Decline
         holder: list[Any] = []
         stack: list[Any] = []  # the open collections above ``cur``
         cur: Any = holder
@@ -228,7 +232,7 @@ def _build(text: str) -> Any:
             kind = type(event)
             if kind is ScalarEvent:
                 if event.anchor is not None or event.tag is not None:
-                    raise _DECLINE
+                    raise _Decline
                 nodes += 1
                 value = event.value
                 if event.implicit[0] and (wildcard or not value or value[0] in first_chars):
@@ -238,7 +242,7 @@ def _build(text: str) -> Any:
                         if tag in _SIMPLE_TAGS:
                             found = constructors[tag](loader, ScalarNode(tag, value))
                         elif tag != _STR:
-                            raise _DECLINE  # timestamp, merge key `<<`, value `=`: the PyYAML path
+                            raise _Decline  # timestamp, merge key `<<`, value `=`: the PyYAML path
                         else:
                             found = value
                         built[value] = found
@@ -252,7 +256,7 @@ def _build(text: str) -> Any:
                     key = miss
             elif kind is MappingStartEvent or kind is SequenceStartEvent:
                 if event.anchor is not None or event.tag is not None or (is_map and key is miss):
-                    raise _DECLINE  # anchored, tagged, or a collection as a mapping key
+                    raise _Decline  # anchored, tagged, or a collection as a mapping key
                 nodes += 1
                 new: Any = {} if kind is MappingStartEvent else []
                 if is_map:
@@ -262,7 +266,7 @@ def _build(text: str) -> Any:
                     cur.append(new)
                 stack.append(cur)
                 if len(stack) > max_depth:
-                    raise _DECLINE
+                    raise _Decline
                 cur = new
                 is_map = kind is MappingStartEvent
             elif kind is MappingEndEvent or kind is SequenceEndEvent:
@@ -271,14 +275,14 @@ def _build(text: str) -> Any:
             elif kind is DocumentEndEvent:
                 break
             else:  # AliasEvent
-                raise _DECLINE
+                raise _Decline
         if nodes > max_nodes or type(get()) is not StreamEndEvent:  # pylint: disable=unidiomatic-typecheck  # exact types: the fast path
-            raise _DECLINE  # too many nodes, or a second document: the PyYAML path says so
+            raise _Decline  # too many nodes, or a second document: the PyYAML path says so
         return holder[0]
     except _Decline:
         raise
     except Exception:  # a parse error, an int too long to convert, ...: reported by the PyYAML path
-        raise _DECLINE from None
+        raise _Decline from None
     finally:
         loader.dispose()
 
@@ -377,42 +381,113 @@ def _finish(per_host: dict[str, tuple[list[str], dict[str, Any]]], source: str, 
     """
     if not per_host:
         raise LoadError(f"{source}: the inventory has no hosts")
-    counts: dict[int, int] = {}
-    values: dict[int, Any] = {}
-    hosts: dict[str, tuple[list[str], dict[str, Any]]] = {}
-    specs: dict[str, Any] = {}
-    for host in sorted(per_host):
-        groups, hvars = per_host[host]
-        value = hvars.pop("datapath", None)
-        specs[host] = value
-        hosts[host] = (groups, hvars)
-        if value is not None:
-            counts[id(value)] = counts.get(id(value), 0) + 1
-            values[id(value)] = value
+    # One comprehension or C-level call per step (100,000 hosts pass here); counts and values are
+    # keyed by id, in the order of the first host (sorted) that has each value.
+    hosts = {host: per_host[host] for host in sorted(per_host)}
+    specs = {host: entry[1].pop("datapath", None) for host, entry in hosts.items()}
+    counts = Counter(map(id, specs.values()))
+    values = dict(zip(map(id, specs.values()), specs.values(), strict=True))
+    counts.pop(id(None), None)
+    values.pop(id(None), None)
     if not values:
         raise LoadError(f"{source}: no host has a `datapath` variable (put the spec in group_vars/all/datapath.yml)")
-    main = values[max(counts, key=lambda key: counts[key])]
+    main = values[max(counts, key=counts.__getitem__)]
     inv = Inventory(spec=main, spec_source=source, hosts=hosts, reader=reader, warnings=warnings)
     inv.host_specs = {h: v for h, v in specs.items() if v is not main and v != main}
     return inv
 
 
 # --------------------------------------------------------------------------- the fast YAML reader
-def _ignored() -> re.Pattern[bytes]:
+# ansible-core's settings that decide whether (and how) the fast reader may read a directory:
+# (name in ansible.constants, its environment variable, its keys in ansible.cfg).
+INVENTORY_SETTINGS = (
+    ("DEFAULT_HASH_BEHAVIOUR", "ANSIBLE_HASH_BEHAVIOUR", ("hash_behaviour",)),
+    ("INVENTORY_ENABLED", "ANSIBLE_INVENTORY_ENABLED", ("enable_plugins",)),
+    ("INVENTORY_IGNORE_EXTS", "ANSIBLE_INVENTORY_IGNORE", ("inventory_ignore_extensions", "ignore_extensions")),
+    ("INVENTORY_IGNORE_PATTERNS", "ANSIBLE_INVENTORY_IGNORE_REGEX", ("inventory_ignore_patterns", "ignore_patterns")),
+)
+# Their defaults in this ansible-core release (the pin in requirements.txt); a unit test compares
+# both tables with ansible-core's own definitions and values.
+SETTINGS_RELEASE = "2.19.14"
+SETTINGS_DEFAULTS: Mapping[str, Any] = {
+    "DEFAULT_HASH_BEHAVIOUR": "replace",
+    "INVENTORY_ENABLED": ("host_list", "script", "auto", "yaml", "ini", "toml"),
+    "INVENTORY_IGNORE_EXTS": (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg",
+                              ".retry"),
+    "INVENTORY_IGNORE_PATTERNS": (),
+}
+
+
+def _config_candidates() -> list[str]:
+    """Every ansible.cfg that ansible-core's find_ini_config_file may pick (it takes the first that
+    exists: $ANSIBLE_CONFIG, ./ansible.cfg, ~/.ansible.cfg, /etc/ansible/ansible.cfg)."""
+    paths: list[str] = []
+    env = os.environ.get("ANSIBLE_CONFIG")
+    if env is not None:
+        path = os.path.abspath(os.path.expandvars(os.path.expanduser(env)))
+        paths.append(os.path.join(path, "ansible.cfg") if os.path.isdir(path) else path)
+    paths.append(os.path.join(os.getcwd(), "ansible.cfg"))
+    paths.append(os.path.expanduser("~/.ansible.cfg"))
+    paths.append("/etc/ansible/ansible.cfg")
+    return paths
+
+
+def _defaults_apply() -> bool:
+    """True when ansible-core would use :data:`SETTINGS_DEFAULTS`: this release, none of the
+    settings' environment variables set, and no ansible.cfg it could read mentions their keys."""
+    if any(env in os.environ for _name, env, _keys in INVENTORY_SETTINGS):
+        return False
+    try:
+        from ansible.release import __version__
+        candidates = _config_candidates()
+    except (ImportError, OSError):
+        return False
+    if __version__ != SETTINGS_RELEASE:
+        return False
+    for path in candidates:
+        if not os.path.exists(path):
+            continue
+        if not path.endswith((".cfg", ".ini")):
+            return False  # ansible-core decides what such a file means
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(MAX_BYTES + 1).lower()
+        except OSError:
+            return False
+        if any(key in text for _name, _env, keys in INVENTORY_SETTINGS for key in keys):
+            return False
+    return True
+
+
+def inventory_settings() -> Mapping[str, Any]:
+    """The settings of :data:`INVENTORY_SETTINGS`, as ``ansible.constants`` has them. Importing
+    that module reads ansible-core's whole configuration (a tenth of a second, a sixth of a run of
+    10,000 hosts), so its defaults are used when nothing can change them (:func:`_defaults_apply`)."""
+    if _defaults_apply():
+        return SETTINGS_DEFAULTS
+    from ansible import constants as C
+    return {name: getattr(C, name) for name, _env, _keys in INVENTORY_SETTINGS}
+
+
+def _to_bytes(value: Any) -> bytes:
+    """ansible-core's ``to_bytes`` for settings (str, or bytes kept as they are)."""
+    return value if isinstance(value, bytes) else str(value).encode("utf-8", "surrogateescape")
+
+
+def _ignored(settings: Mapping[str, Any] | None = None) -> re.Pattern[bytes]:
     """ansible-core's ``ansible.inventory.manager.IGNORED``, built by the same expression from its
     settings without importing the inventory manager (a sixth of a small run's time); a unit test
     checks that both are the same pattern."""
-    from ansible import constants as C
-    from ansible.module_utils.common.text.converters import to_bytes
+    settings = inventory_settings() if settings is None else settings
     always = [br"^\.", b"^host_vars$", b"^group_vars$", b"^vars_plugins$"]
-    patterns = [to_bytes(x) for x in C.INVENTORY_IGNORE_PATTERNS]
-    exts = [b"%s$" % to_bytes(re.escape(x)) for x in C.INVENTORY_IGNORE_EXTS]
+    patterns = [_to_bytes(x) for x in settings["INVENTORY_IGNORE_PATTERNS"]]
+    exts = [b"%s$" % _to_bytes(re.escape(x)) for x in settings["INVENTORY_IGNORE_EXTS"]]
     return re.compile(b"|".join(always + patterns + exts))
 
 
-def _inventory_entries(directory: str) -> list[str]:
+def _inventory_entries(directory: str, settings: Mapping[str, Any] | None = None) -> list[str]:
     """The directory entries ansible-core takes as inventory sources (its own ignore rules)."""
-    ignored = _ignored()
+    ignored = _ignored(settings)
     return [n for n in sorted(os.listdir(directory)) if not ignored.search(os.fsencode(n))]
 
 
@@ -433,10 +508,10 @@ def _plain_vars_dir(path: str) -> None:
 def fast_source(directory: str) -> str:
     """The one YAML inventory file of ``directory``, when the fast reader can read it; else raises
     :class:`_NotPlain` with the reason."""
-    from ansible import constants as C
-    if C.DEFAULT_HASH_BEHAVIOUR != "replace" or "yaml" not in C.INVENTORY_ENABLED:
+    settings = inventory_settings()
+    if settings["DEFAULT_HASH_BEHAVIOUR"] != "replace" or "yaml" not in settings["INVENTORY_ENABLED"]:
         raise _NotPlain("ansible.cfg changes how inventories are read (hash_behaviour, enabled plugins)")
-    entries = _inventory_entries(directory)
+    entries = _inventory_entries(directory, settings)
     if len(entries) != 1 or not entries[0].endswith(YAML_EXTS):
         raise _NotPlain(f"{directory} holds {len(entries)} inventory sources, not one YAML file: {entries[:5]}")
     source = os.path.join(directory, entries[0])

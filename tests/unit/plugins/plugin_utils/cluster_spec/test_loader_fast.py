@@ -215,3 +215,84 @@ def test_cli_turns_the_collector_back_on(tmp_path: Path) -> None:
     assert cli.main(["validate", _inventory(tmp_path)]) in (0, 1)
     assert gc.isenabled()
     assert os.environ.get("DATAPATH_YAML_BUILDER") in (None, "", "events")
+
+
+def test_inventory_settings_are_ansible_cores() -> None:
+    """The recorded names, environment variables, ansible.cfg keys and defaults are ansible-core's
+    (a new ansible-core: check its settings, then update SETTINGS_RELEASE and SETTINGS_DEFAULTS)."""
+    from ansible import constants as C
+    from ansible.release import __version__
+    assert __version__ == loader.SETTINGS_RELEASE
+    for name, env, keys in loader.INVENTORY_SETTINGS:
+        definition = C.config.get_configuration_definition(name)
+        assert [e["name"] for e in definition["env"]] == [env]
+        assert sorted(i["key"] for i in definition["ini"]) == sorted(keys)
+        assert definition.get("type", "string") in ("string", "list")
+    # this checkout's ansible.cfg sets none of them, so ansible-core has its defaults here
+    assert {name: getattr(C, name) for name, _env, _keys in loader.INVENTORY_SETTINGS} == {
+        name: list(value) if isinstance(value, tuple) else value for name, value in loader.SETTINGS_DEFAULTS.items()}
+
+
+def test_inventory_settings_defaults_only_when_nothing_sets_them(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for _name, env, _keys in loader.INVENTORY_SETTINGS:
+        monkeypatch.delenv(env, raising=False)
+    config = tmp_path / "ansible.cfg"
+    config.write_text("[defaults]\nforks = 5\n")
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(config))
+    assert loader._defaults_apply()
+    assert loader.inventory_settings() is loader.SETTINGS_DEFAULTS
+    monkeypatch.setenv("ANSIBLE_CONFIG", str(tmp_path))  # a directory: its ansible.cfg
+    assert loader._defaults_apply()
+    for text in ("[defaults]\nHASH_BEHAVIOUR = merge\n", "[inventory]\nenable_plugins = ini\n",
+                 "[inventory]\nignore_patterns = x\n", "[defaults]\ninventory_ignore_extensions = .x\n"):
+        config.write_text(text)
+        assert not loader._defaults_apply(), text
+    config.write_text("[defaults]\nforks = 5\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "ansible.cfg").write_text("[inventory]\nenable_plugins = ini\n")
+    monkeypatch.chdir(tmp_path / "sub")  # ./ansible.cfg is a candidate too (ANSIBLE_CONFIG's may be missing)
+    assert not loader._defaults_apply()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ANSIBLE_INVENTORY_IGNORE_REGEX", "")
+    assert not loader._defaults_apply()
+    monkeypatch.delenv("ANSIBLE_INVENTORY_IGNORE_REGEX")
+    monkeypatch.setattr(loader, "SETTINGS_RELEASE", "0.0.0")
+    assert not loader._defaults_apply()
+    # otherwise ansible.constants' values (here: what it read when first imported)
+    from ansible import constants as C
+    assert loader.inventory_settings() == {name: getattr(C, name) for name, _env, _keys in loader.INVENTORY_SETTINGS}
+
+
+def test_ignore_pattern_from_the_recorded_defaults() -> None:
+    from ansible.inventory.manager import IGNORED
+    assert loader._ignored(loader.SETTINGS_DEFAULTS).pattern == IGNORED.pattern
+
+
+def test_a_declined_document_keeps_no_frame_alive() -> None:
+    """The builder's exception is new each time: a shared one kept its last traceback, and through
+    the frames' f_back the caller's locals (a whole inventory) until the program ended."""
+    import weakref
+
+    class Marker:
+        pass
+
+    def caller() -> weakref.ref[Marker]:
+        marker = Marker()
+        assert loader.load_yaml_text("a: &x 1\nb: *x\n") == {"a": 1, "b": 1}  # declined: PyYAML's path
+        return weakref.ref(marker)
+
+    assert caller()() is None
+
+
+def test_finish_picks_the_spec_most_hosts_share() -> None:
+    main, other = {"version": 1}, {"version": 1, "x": 1}
+    per_host = {"c": (["g"], {"datapath": other, "v": 1}), "a": (["g"], {"datapath": main}),
+                "b": (["g"], {"datapath": main}), "d": (["g"], {}), "e": (["g"], {"datapath": {"version": 1}})}
+    inv = loader._finish(per_host, "src", "yaml", [])
+    assert inv.spec is main and list(inv.hosts) == ["a", "b", "c", "d", "e"]
+    assert inv.hosts["c"] == (["g"], {"v": 1}) and all("datapath" not in v for _g, v in inv.hosts.values())
+    assert inv.host_specs == {"c": other, "d": None}  # e's spec equals the main one
+    with pytest.raises(loader.LoadError, match="no host has a `datapath` variable"):
+        loader._finish({"a": ([], {})}, "src", "yaml", [])

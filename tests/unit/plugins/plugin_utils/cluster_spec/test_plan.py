@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -15,10 +16,15 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec impo
     roce_mtu,
     roce_tos,
     sysctl_scope,
+    validate_inventory,
 )
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.loader import load_inventory
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.merge import (
+    matching_models,
+    matching_profiles,
+)
 
-from ._specs import EXAMPLE, base, example
+from ._specs import EXAMPLE, base, example, model
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
              "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure",
@@ -260,3 +266,70 @@ def test_derived_values_come_from_the_one_node_file() -> None:
 
     assert spec_plan.sysctl_scope is _derived.sysctl_scope is _sysctl.sysctl_scope
     assert checks.roce_mtu is _derived.roce_mtu and checks.roce_tos is _derived.roce_tos
+
+
+def _listing_spec() -> dict[str, Any]:
+    """Profiles and models selected by groups, by host lists (one host listed twice) or both;
+    profile `bare` has no storage, so the hosts that models name but that only `bare` selects fail."""
+    spec = base()
+    spec["profiles"][0]["groups"] = ["gpu"]
+    spec["profiles"].append({"name": "listed", "hosts": ["h2", "h9", "h2x"], "sysctl": {"vm.swappiness": 1}})
+    spec["profiles"].append({"name": "bare", "groups": ["cpu"], "hosts": ["h9"], "sysctl": {"vm.swappiness": 5}})
+    spec["models"] = [model(groups=["cpu", "gpu"], hosts=["h9", "h1"]), model(version="v2", groups=[], hosts=["h3"])]
+    return spec
+
+
+CASES = [("h1", ["gpu"]), ("h2", ["gpu"]), ("h2", []), ("h9", []), ("h9", ["cpu", "gpu"]), ("h3", ["cpu"]),
+         ("h4", ["cpu"]), ("h5", ["other"]), ("h3", ["gpu", "cpu"]), ("h1", ("gpu",)), ("h6", {"cpu"})]
+
+
+def test_planner_selects_what_merge_selects() -> None:
+    """Planner looks profiles and models up by host name and by group list; merge scans the lists."""
+    spec = parse_spec(_listing_spec())
+    planner = Planner(spec)
+    for host, groups in CASES * 2:  # the second round from the cache
+        group_list = list(groups)
+        assert planner._selected(host, group_list) == (tuple(matching_profiles(spec, host, group_list)),
+                                                       tuple(matching_models(spec, host, group_list))), host
+
+
+def test_check_raises_what_template_raises() -> None:
+    """check (validation) and template (plans) give the same errors, host by host, also for the
+    hosts of a shape already seen broken; a shape check saw is planned the same afterwards."""
+    spec = parse_spec(_listing_spec())
+
+    def outcome(call: Any, host: str, groups: Any, facts: Any) -> Any:
+        try:
+            call(host, groups, facts)
+        except SpecValidationError as exc:
+            return [e.as_dict() for e in exc.errors]
+        return None
+
+    checker, planner = Planner(spec), Planner(spec)
+    facts = [None, {"datapath_memory_bytes": 2**30}, {"datapath_backend": "x"}, {"datapath_numa_nodes": 1}]
+    seen = []
+    for host, groups in CASES * 2:
+        for fact in facts:
+            got = outcome(checker.check, host, groups, fact)
+            assert got == outcome(planner.template, host, groups, fact), (host, groups, fact)
+            seen.append(got)
+    errors = [e for found in seen if found for e in found]
+    assert any("must hold model llama@v1 (it is listed in hosts)" in e["message"] for e in errors)
+    assert any(e["path"] == "datapath.models[0].hosts[0]" and e["host"] == "h9" for e in errors)
+    assert any("(it is in group cpu)" in e["message"] and e["host"] == "h4" for e in errors)
+    assert any("more than 0.5 of the node's 1073741824 bytes" in e["message"] for e in errors)
+    assert checker.templates == 0 and planner.templates > 0
+    assert checker.template("h1", ["gpu"]) == planner.template("h1", ["gpu"])
+
+
+def test_many_listed_hosts_are_looked_up_not_scanned() -> None:
+    """A profile and a model may list 100,000 hosts: validating them is linear (it was quadratic)."""
+    names = [f"node-{n:05d}" for n in range(20000)]
+    spec = base()
+    spec["profiles"][0]["groups"] = []
+    spec["profiles"][0]["hosts"] = names
+    spec["models"] = [model(groups=[], hosts=names)]
+    hosts = {name: ([], {"datapath_numa_nodes": 2}) for name in names}
+    start = time.process_time()
+    assert validate_inventory(spec, hosts) == []
+    assert time.process_time() - start < 5  # about 0.2 s; scanning the lists took 10 s
