@@ -48,6 +48,8 @@ def node_facts(facts: Mapping[str, Any] | None) -> tuple[int | None, int | None]
 
 
 def _number(value: Any) -> int | None:
+    if type(value) is int:  # pylint: disable=unidiomatic-typecheck  # the common case (not a bool)
+        return value if 0 < value < 2**60 else None
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -64,7 +66,8 @@ TUNED_PROFILE = "aiinfra-datapath"
 def node_backend(facts: Mapping[str, Any] | None) -> str | None:
     """The persistence backend from hostvars ``datapath_backend`` (``files``, the default, or
     ``tuned``); None when the value is not one of them (the caller reports it)."""
-    value = facts.get("datapath_backend") if facts is not None and isinstance(facts, Mapping) else None
+    value = (facts.get("datapath_backend") if type(facts) is dict  # pylint: disable=unidiomatic-typecheck
+             or (facts is not None and isinstance(facts, Mapping)) else None)
     if value in (None, ""):
         return "files"
     return value if value in BACKENDS else None
