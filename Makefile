@@ -40,8 +40,9 @@ integration: bootstrap  ## lab tests through the real kernel and real ansible-pl
 molecule: bootstrap  ## molecule scenarios over the lab (delegated driver)
 	@./scripts/molecule.sh
 
-lint: bootstrap  ## ruff, mypy, ansible-lint (production profile)
+lint: bootstrap  ## ruff, pycodestyle (sanity's pep8), mypy, ansible-lint (production profile)
 	$(BIN)/ruff check .
+	./scripts/pep8.sh
 	$(BIN)/mypy lab/datapath_lab plugins/plugin_utils plugins/filter plugins/action
 	$(BIN)/ansible-lint --offline --profile production
 

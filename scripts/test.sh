@@ -21,6 +21,7 @@ cleanup() {
 trap cleanup EXIT
 
 stage ruff        "$BIN/ruff" check .
+stage pep8        ./scripts/pep8.sh
 stage mypy        "$BIN/mypy" lab/datapath_lab plugins/plugin_utils plugins/filter plugins/action
 stage ansible-lint "$BIN/ansible-lint" --offline --profile production -q
 stage unit        "$BIN/pytest" -q -m "not lab" tests/unit
