@@ -233,7 +233,8 @@ def test_inventory_settings_are_ansible_cores() -> None:
         name: list(value) if isinstance(value, tuple) else value for name, value in loader.SETTINGS_DEFAULTS.items()}
 
 
-def test_inventory_settings_defaults_only_when_nothing_sets_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_inventory_settings_defaults_only_when_nothing_sets_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for _name, env, _keys in loader.INVENTORY_SETTINGS:
         monkeypatch.delenv(env, raising=False)
