@@ -275,6 +275,7 @@ def main() -> int:
     parser.add_argument("--throttle", type=int, default=2, help="concurrency limit of the limited run")
     parser.add_argument("--bandwidth-mib", type=int, default=64, help="per-node cap (MiB/s) of the capped runs")
     parser.add_argument("--host-only", action="store_true", help="only (c): the verified copy on this host, no lab")
+    parser.add_argument("--one-node", action="store_true", help="(c) and (a) only: skip the runs of every node at once")
     args = parser.parse_args()
     lab = Lab(args.name)
     inv = os.path.join(REPO, ".cache", "bench", args.name)
@@ -287,9 +288,7 @@ def main() -> int:
         files = make_model(os.path.join(src, "model"), args.size_mib * MIB)
         figures += host_copy_figures(os.path.join(src, "model"), files, args.rounds, src + "-copy")
         if args.host_only:
-            for name, value in figures:
-                print(f"{name}: {value}" + (f" (goal {GOALS[name]})" if name in GOALS else ""))
-            return 0
+            return _print(figures)
         nvme = f"{max(2, (args.size_mib * 3) // 1024 + 1)}G"
         state = lab.up(LabConfig(name=args.name, nodes=args.nodes, nvme_size=nvme, inventory_dir=inv,
                                  server=("src", "rdma")), log=lambda *_: None)
@@ -329,6 +328,9 @@ def main() -> int:
             ("model_cache_file_spread_pct", f"{spread(times['mc_file']):.1f}"),
             ("model_cache_ansible_call_median_s", f"{statistics.median(walls):.2f}"),
         ]
+        figures += [(f"{how}_rounds_s", " ".join(f"{t:.2f}" for t in times[how])) for how in order]
+        if args.one_node:
+            return _print(figures)
 
         # (b) every node at once, without and with the concurrency limit.
         pid = lab.serve_pid()
@@ -371,6 +373,10 @@ def main() -> int:
     finally:
         lab.down(log=lambda *_: None)
         shutil.rmtree(src, ignore_errors=True)
+    return _print(figures)
+
+
+def _print(figures: list[tuple[str, str]]) -> int:
     for name, value in figures:
         print(f"{name}: {value}" + (f" (goal {GOALS[name]})" if name in GOALS else ""))
     return 0

@@ -5,8 +5,10 @@
 
 From a local file (:func:`kernel_copy`) the kernel copies (copy_file_range, else sendfile) chunk
 by chunk while a second thread hashes each chunk as read back from the destination, so the digest
-is of the bytes written and the data is not copied through Python on the way in
-(bench/bench_model_cache.py compares it with ``cp`` + ``sync``).
+is of the bytes written and the data is not copied through Python on the way in. The copy runs
+ahead of the hashing (which is the slower of the two) and is fsynced as soon as it is complete,
+so that the flush to the disk overlaps the hashing of the last chunks (bench/bench_copy_variants.py
+times the alternatives side by side, bench/bench_model_cache.py compares it with ``cp`` + ``sync``).
 
 From anything else the copy loop is a three-stage pipeline over a small pool of large buffers:
 a reader thread fills a buffer from the source (``readinto``: socket ``recv_into`` or file ``read``), a
@@ -42,9 +44,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
     TransferError,
 )
 
-CHUNK = 8 << 20            # bytes per buffer of the copy pipeline
+CHUNK = 8 << 20            # bytes per buffer of the copy pipeline, per call of the kernel copy
 BUFFERS = 6                # buffers in flight: reader, hasher and writer each hold some
+KERNEL_AHEAD = 64          # chunks the kernel copy of a local file may run ahead of its hasher
+READ_BACK = 1 << 20        # bytes the kernel copy's hasher reads back (pread) and hashes at a time
 WRITEBACK_EVERY = 32 << 20  # start the kernel's writeback of what was written, every this many bytes
+KERNEL_WRITEBACK_EVERY = 256 << 20  # the same for the kernel copy, which outruns the disk in larger steps
 
 
 def _libc_sync_file_range():
@@ -271,11 +276,17 @@ def _kernel_copy_chunk(src, dst, count, state):
     copied (0: end of the source)."""
     if state.get("how", "copy_file_range") == "copy_file_range" and hasattr(os, "copy_file_range"):
         try:
-            return os.copy_file_range(src, dst, count)
+            copied = os.copy_file_range(src, dst, count)
         except OSError as exc:
             if exc.errno not in _NO_KERNEL_COPY:
                 raise
-            state["how"] = "sendfile"
+            copied = 0
+        if copied:
+            return copied
+        # refused, or 0: the end of the source, or a copy the kernel declined without an error
+        # (Linux 5.3 to 5.18 answered 0 for files whose size reads as 0). sendfile copies from
+        # here on, and its 0 is the end
+        state["how"] = "sendfile"
     try:
         return os.sendfile(dst, src, None, count)
     except OSError as exc:
@@ -288,25 +299,37 @@ class _NoKernelCopy(Exception):
     """Neither copy_file_range nor sendfile can copy between these two files."""
 
 
-def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, ahead=BUFFERS):
+def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, ahead=KERNEL_AHEAD, sync=False,
+                writeback_every=None, read_size=READ_BACK):
     """Copy the file ``src`` (a descriptor, from its position) to ``fd`` (from its position) in
     the kernel, chunk by chunk, while a second thread reads each copied chunk back from the
-    destination (``read_fd``, open for reading on the same file; the pages are still in the page
-    cache) and updates ``digest``: the digest is of the bytes written, and the data is not copied
-    through this process on the way in. At most ``ahead`` chunks wait to be hashed, so the pages
-    read back are recent. (Mapping them with mmap instead of pread measured the same here, and a
-    page that cannot be read would then kill the process with SIGBUS instead of raising EIO.)
+    destination (``read_fd``, open for reading on the same file: the pages are still in the page
+    cache, or are read from the disk if they were dropped) and updates ``digest``: the digest is of
+    the bytes written, and the data is not copied through this process on the way in. The hasher
+    reads ``read_size`` bytes at a time into one small buffer. (Mapping the chunks with mmap
+    instead of pread measured no faster, and a page that cannot be read would then kill the
+    process with SIGBUS instead of raising EIO.)
+
+    The copy runs up to ``ahead`` chunks ahead of the hasher (the queue holds offsets, not data).
+    With ``sync`` the copy is made durable (fsync) as soon as it is complete, while the hasher is
+    still catching up: the flush to the disk and the hashing of the last chunks overlap instead of
+    following each other. Every ``writeback_every`` bytes (None: ``KERNEL_WRITEBACK_EVERY``; 0: never)
+    the kernel is asked to start writing back what was copied.
 
     ``limit``: bytes to copy at most (None: to EOF); ``bucket``: a TokenBucket. Returns bytes
     copied; on an error, what was copied before it is hashed first (a retry resumes there).
     """
     if bucket is not None:
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
+    if writeback_every is None:
+        writeback_every = KERNEL_WRITEBACK_EVERY
     pending = queue.Queue(maxsize=max(1, ahead))
     failed = []
 
+    size = max(4096, min(read_size, chunk))
+
     def hasher():
-        buf = bytearray(chunk)
+        buf = bytearray(size)
         view = memoryview(buf)
         while True:
             item = pending.get()
@@ -316,13 +339,13 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
                 continue  # drain: the copier must never block on a full queue
             offset, n = item
             try:
-                done = 0
-                while done < n:
-                    got = os.preadv(read_fd, [view[done:n]], offset + done)
+                end = offset + n
+                while offset < end:
+                    got = os.preadv(read_fd, [view[:min(size, end - offset)]], offset)
                     if not got:
-                        raise OSError(errno.EIO, "the copy is shorter than written at byte %d" % (offset + done))
-                    done += got
-                digest.update(view[:n])
+                        raise OSError(errno.EIO, "the copy is shorter than written at byte %d" % offset)
+                    digest.update(view[:got])
+                    offset += got
             except BaseException as exc:  # raised by the copier
                 failed.append(exc)
 
@@ -332,6 +355,7 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
     base = os.lseek(fd, 0, os.SEEK_CUR)
     copied = flushed = 0
     state = {}
+    ended = False
     try:
         while (limit is None or copied < limit) and not failed:
             want = chunk if limit is None else min(chunk, limit - copied)
@@ -343,11 +367,16 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
             state["copied"] = copied
             if bucket is not None:
                 bucket.consume(n)
-            if copied - flushed >= WRITEBACK_EVERY:
+            if writeback_every and copied - flushed >= writeback_every:
                 start_writeback(fd, base + flushed, copied - flushed)
                 flushed = copied
-    finally:
         pending.put(None)
+        ended = True
+        if sync and not failed:
+            os.fsync(fd)  # while the hasher reads the last chunks back
+    finally:
+        if not ended:
+            pending.put(None)
         thread.join()
     if failed:
         raise failed[0]
@@ -449,7 +478,7 @@ class Transfer(object):
                             # a local file: copied in the kernel, hashed as read back from the copy
                             try:
                                 n = kernel_copy(stream.fileno(), fd, read_fd, digest, limit=limit,
-                                                bucket=self.bucket)
+                                                bucket=self.bucket, sync=True)
                             except _NoKernelCopy:
                                 pass
                         if n is None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -330,3 +332,152 @@ def test_transfer_without_kernel_copy_uses_the_pipeline_for_local_files(tmp_path
     run = transfer.Transfer(kernel_copy=False)
     assert run.fetch_file(ITEM, _local(tmp_path, data), str(tmp_path / "staging"), entry) == (len(data), 0, len(data))
     assert (tmp_path / "staging" / "d" / "w.part").read_bytes() == data
+
+
+@pytest.mark.parametrize("code", ["ENOSYS", "EOPNOTSUPP", "EINVAL", "EXDEV"])
+def test_kernel_copy_falls_back_to_sendfile_for_each_refusal(tmp_path, monkeypatch, code):
+    """Old kernels (ENOSYS; EXDEV across file systems before 5.3 and across types since 5.19),
+    file systems without the operation (EOPNOTSUPP, EINVAL): sendfile copies instead."""
+    def refuse(*_args):
+        raise OSError(getattr(transfer.errno, code), code)
+
+    monkeypatch.setattr(transfer.os, "copy_file_range", refuse, raising=False)
+    data = blob(2 * MiB + 3)
+    copied, digest, _position, written = _copy(tmp_path, data, chunk=MiB)
+    assert copied == len(data) and written == data and digest.hexdigest() == sha(data)
+
+
+def test_kernel_copy_without_copy_file_range_in_python(tmp_path, monkeypatch):
+    """Python before 3.8 has no os.copy_file_range: sendfile from the start."""
+    monkeypatch.delattr(transfer.os, "copy_file_range", raising=False)
+    data = blob(MiB + 1)
+    copied, digest, _position, written = _copy(tmp_path, data, chunk=256 << 10)
+    assert copied == len(data) and written == data and digest.hexdigest() == sha(data)
+
+
+class _GatedDigest:
+    """A sha256 whose updates wait for ``gate`` (at most ``timeout`` seconds) and record if it was open."""
+
+    def __init__(self, gate, timeout: float = 10.0) -> None:
+        self.inner = hashlib.sha256()
+        self.gate = gate
+        self.timeout = timeout
+        self.opened: list[bool] = []
+
+    def update(self, data) -> None:
+        self.opened.append(self.gate.wait(self.timeout))
+        self.inner.update(data)
+
+    def hexdigest(self) -> str:
+        return self.inner.hexdigest()
+
+
+def test_kernel_copy_syncs_while_the_hasher_catches_up(tmp_path, monkeypatch):
+    """With sync, the copy is fsynced as soon as the last chunk is copied, not after the hasher has
+    read every chunk back: the flush and the hashing overlap. The digest is still complete."""
+    synced = threading.Event()
+    real_fsync = transfer.os.fsync
+    calls = []
+
+    def fsync(fd):
+        calls.append(fd)
+        real_fsync(fd)
+        synced.set()
+
+    monkeypatch.setattr(transfer.os, "fsync", fsync)
+    digest = _GatedDigest(synced)  # the hasher cannot finish until the copier has fsynced
+    data = blob(3 * MiB)
+    (tmp_path / "source.bin").write_bytes(data)
+    src = os.open(str(tmp_path / "source.bin"), os.O_RDONLY)
+    fd = os.open(str(tmp_path / "out.bin"), os.O_WRONLY | os.O_CREAT)
+    read_fd = os.open(str(tmp_path / "out.bin"), os.O_RDONLY)
+    try:
+        copied = transfer.kernel_copy(src, fd, read_fd, digest, chunk=MiB, ahead=8, sync=True)
+    finally:
+        for each in (src, fd, read_fd):
+            os.close(each)
+    assert copied == len(data) and calls == [fd] and digest.hexdigest() == sha(data)
+    assert digest.opened and all(digest.opened), "the hasher waited for the fsync: they overlapped"
+
+
+def test_kernel_copy_runs_at_most_ahead_chunks_before_the_hasher(tmp_path):
+    """The copy may run ``ahead`` chunks before its hasher, no more (the chunks read back stay recent)."""
+    gate = threading.Event()
+    digest = _GatedDigest(gate)
+    chunk = 64 << 10
+    data = blob(64 * chunk)
+    (tmp_path / "source.bin").write_bytes(data)
+    src = os.open(str(tmp_path / "source.bin"), os.O_RDONLY)
+    fd = os.open(str(tmp_path / "out.bin"), os.O_WRONLY | os.O_CREAT)
+    read_fd = os.open(str(tmp_path / "out.bin"), os.O_RDONLY)
+    result: list[int] = []
+    copier = threading.Thread(target=lambda: result.append(
+        transfer.kernel_copy(src, fd, read_fd, digest, chunk=chunk, ahead=3)))
+    copier.start()
+    try:
+        time.sleep(0.3)
+        # one chunk held by the blocked hasher, three queued, one copied and waiting for room
+        assert (tmp_path / "out.bin").stat().st_size <= 5 * chunk
+    finally:
+        gate.set()
+        copier.join()
+        for each in (src, fd, read_fd):
+            os.close(each)
+    assert result == [len(data)] and digest.hexdigest() == sha(data)
+
+
+def test_kernel_copy_fsync_error_is_raised_after_the_hasher_stopped(tmp_path, monkeypatch):
+    def fsync(_fd):
+        raise OSError(transfer.errno.EIO, "flush failed")
+
+    monkeypatch.setattr(transfer.os, "fsync", fsync)
+    with pytest.raises(OSError, match="flush failed"):
+        _copy(tmp_path, blob(2 * MiB), chunk=MiB, sync=True)
+    assert [t.name for t in threading.enumerate() if t.name == "model-cache-hash"] == []
+
+
+def test_fetch_file_detects_a_corrupted_destination(tmp_path, monkeypatch):
+    """The digest is of the bytes in the destination, as read back: a byte changed in the copy
+    after the kernel wrote it (a bad page, a bug, another writer) fails the file, the .part is
+    deleted and the message names the sha256 of what the copy holds."""
+    data = blob(3 * MiB)
+    real = transfer._kernel_copy_chunk
+    corrupted = bytearray(data)
+    corrupted[MiB + 10] ^= 0xFF
+
+    def copy_then_corrupt(src, dst, count, state):
+        start = os.lseek(dst, 0, os.SEEK_CUR)
+        n = real(src, dst, count, state)
+        if start <= MiB + 10 < start + n:
+            os.pwrite(dst, bytes(corrupted[MiB + 10:MiB + 11]), MiB + 10)
+        return n
+
+    monkeypatch.setattr(transfer, "_kernel_copy_chunk", copy_then_corrupt)
+    entry = dict(path="d/w", sha256=sha(data), expected_size=len(data))
+    staging = tmp_path / "staging"
+    with pytest.raises(ModelCacheError, match="checksum mismatch for d/w") as failed:
+        transfer.Transfer().fetch_file(ITEM, _local(tmp_path, data), str(staging), entry)
+    assert failed.value.result["expected_sha256"] == sha(data)
+    assert failed.value.result["actual_sha256"] == sha(bytes(corrupted))
+    assert not (staging / "d" / "w.part").exists() and not (staging / "d" / "w").exists()
+
+
+def test_fetch_file_local_copy_is_durable_before_the_check(tmp_path, monkeypatch):
+    """fetch_file asks the kernel copy to fsync (overlapping the hashing) and fsyncs once more."""
+    seen = []
+    real = transfer.kernel_copy
+    monkeypatch.setattr(transfer, "kernel_copy", lambda *a, **k: (seen.append(k.get("sync")), real(*a, **k))[1])
+    data = blob(2 * MiB)
+    entry = dict(path="d/w", sha256=sha(data), expected_size=len(data))
+    assert transfer.Transfer().fetch_file(ITEM, _local(tmp_path, data), str(tmp_path / "staging"), entry) == (
+        len(data), 0, len(data))
+    assert seen == [True]
+
+
+def test_kernel_copy_continues_with_sendfile_when_copy_file_range_answers_0(tmp_path, monkeypatch):
+    """copy_file_range answering 0 before the end (no error, nothing copied) is not taken for the
+    end of the source: sendfile copies, and only its 0 ends the copy."""
+    monkeypatch.setattr(transfer.os, "copy_file_range", lambda *a: 0, raising=False)
+    data = blob(2 * MiB + 9)
+    copied, digest, _position, written = _copy(tmp_path, data, chunk=MiB)
+    assert copied == len(data) and written == data and digest.hexdigest() == sha(data)
