@@ -24,7 +24,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INPUT = os.path.join(REPO, "tests", "output", "reliability")
 OUTPUT = os.path.join(REPO, "docs", "reliability.md")
 
-AREAS = ["nodes", "interrupted write", "concurrency", "kernel", "network", "storage", "spec", "module arguments"]
+AREAS = ["nodes", "interrupted write", "concurrency", "kernel", "network", "storage", "spec", "module arguments",
+         "tool output", "node files"]
 SUITES = {
     "test_reliability_lab": ".venv/bin/pytest -q -m lab tests/integration/test_reliability_lab.py  # as root",
     "test_reliability_writes": ".venv/bin/pytest -q tests/unit/test_reliability_writes.py",
@@ -32,6 +33,7 @@ SUITES = {
     "test_reliability_concurrency": ".venv/bin/pytest -q tests/unit/test_reliability_concurrency.py",
     "test_reliability_spec": ".venv/bin/pytest -q tests/unit/test_reliability_spec.py",
     "test_reliability_module_args": ".venv/bin/pytest -q tests/unit/test_reliability_module_args.py",
+    "test_reliability_parsers": ".venv/bin/pytest -q tests/unit/test_reliability_parsers.py",
 }
 
 

@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 
@@ -44,19 +45,26 @@ class DcbError(CapabilityError):
 
 def dscp_value(token):
     token = str(token)
-    if token.isdigit():
+    if re.match(r"^[0-9]{1,2}$", token) and int(token) < 64:
         return int(token)
     if token.upper() in DSCP_NAMES:
         return DSCP_NAMES[token.upper()]
-    if token.lower().startswith("0x"):
+    if re.match(r"^0[xX][0-9a-fA-F]{1,2}$", token) and int(token, 16) < 64:
         return int(token, 16)
     raise DcbError("unknown DSCP name %r" % token)
+
+
+def _index(token, limit):
+    """A decimal index below ``limit`` (a priority, a TC); ValueError otherwise."""
+    if not re.match(r"^[0-9]{1,3}$", token) or int(token) >= limit:
+        raise ValueError("%r is not a number below %d" % (token, limit))
+    return int(token)
 
 
 def _scalar(value):
     if value in ("on", "off"):
         return value == "on"
-    return int(value) if value.isdigit() else value
+    return int(value) if re.match(r"^[0-9]{1,18}$", value) else value
 
 
 def parse_text(text):
@@ -86,17 +94,20 @@ def parse_text(text):
                 pairs.append((left, right))
                 i += 1
             key = tok.replace("-", "_")
-            if tok == "dscp-prio":
-                out[key] = [[dscp_value(k), int(v)] for k, v in pairs]
-            elif tok in ("pcp-prio",):
-                out[key] = [[k, int(v)] for k, v in pairs]
-            else:
-                arr = [None] * NPRIO
-                for k, v in pairs:
-                    keys = range(NPRIO) if k == "all" else [int(k)]
-                    for idx in keys:
-                        arr[idx] = _scalar(v) if tok != "buffer-size" else v
-                out[key] = arr
+            try:
+                if tok == "dscp-prio":
+                    out[key] = [[dscp_value(k), _index(v, NPRIO)] for k, v in pairs]
+                elif tok in ("pcp-prio",):
+                    out[key] = [[k, _index(v, NPRIO)] for k, v in pairs]
+                else:
+                    arr = [None] * NPRIO
+                    for k, v in pairs:
+                        keys = range(NPRIO) if k == "all" else [_index(k, NPRIO)]
+                        for idx in keys:
+                            arr[idx] = _scalar(v) if tok != "buffer-size" else v
+                    out[key] = arr
+            except ValueError as exc:
+                raise DcbError("cannot read dcb %s: %s" % (tok, exc))
             continue
         i += 1
     return out
@@ -105,11 +116,23 @@ def parse_text(text):
 def parse_json(text):
     try:
         data = json.loads(text or "{}")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise DcbError("cannot parse dcb JSON: %s" % exc)
     if not isinstance(data, dict):
         raise DcbError("dcb JSON is not an object")
     return data
+
+
+def _list(data, key, obj):
+    """``data[key]`` of a ``dcb -j OBJ show`` answer: a list (empty when absent), else DcbError."""
+    value = data.get(key) or []
+    if not isinstance(value, list):
+        raise DcbError("dcb %s show: %s is not a list: %r" % (obj, key, value))
+    return value
+
+
+def _small_int(value, limit):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < limit
 
 
 def unsupported_reason(rc, out, err):
@@ -176,14 +199,20 @@ class DcbBackend(object):
         rc, out, err = self._show("pfc", dev)
         if rc != 0:
             raise DcbError("dcb pfc show dev %s failed: %s" % (dev, (err or out).strip()))
-        pfc = parse_json(out)
-        state["pfc"] = [bool(x) for x in pfc.get("prio_pfc") or [False] * NPRIO]
+        pfc = _list(parse_json(out), "prio_pfc", "pfc")
+        if not all(isinstance(x, (bool, int)) for x in pfc):
+            raise DcbError("dcb pfc show dev %s: prio_pfc is not a list of flags: %r" % (dev, pfc[:NPRIO]))
+        state["pfc"] = [bool(x) for x in pfc or [False] * NPRIO]
         rc, out, err = self._show("app", dev)
         state["dscp2prio"] = {}
         if rc == 0:
             prios = {}
-            for dscp, prio in parse_json(out).get("dscp_prio") or []:
-                prios.setdefault(int(dscp), set()).add(int(prio))
+            for pair in _list(parse_json(out), "dscp_prio", "app"):
+                if not (isinstance(pair, list) and len(pair) == 2 and _small_int(pair[0], 64)
+                        and _small_int(pair[1], NPRIO)):
+                    raise DcbError("dcb app show dev %s: %r is not a [dscp, priority] pair" % (dev, pair))
+                dscp, prio = pair
+                prios.setdefault(dscp, set()).add(prio)
             # A DSCP with several APP entries is ambiguous: report it so that "replace" fixes it.
             state["dscp2prio"] = dict((d, p.pop() if len(p) == 1 else sorted(p)) for d, p in prios.items())
         rc, out, err = self._show("ets", dev)
@@ -195,7 +224,9 @@ class DcbBackend(object):
             state["notes"].append("ets: %s" % (err or out).strip())
         rc, out, err = self._show("apptrust", dev)
         if rc == 0:
-            order = parse_json(out).get("order") or []
+            order = _list(parse_json(out), "order", "apptrust")
+            if not all(isinstance(x, str) for x in order):
+                raise DcbError("dcb apptrust show dev %s: order is not a list of names: %r" % (dev, order))
             state["trust_order"] = order
             state["trust"] = "dscp" if order[:1] == ["dscp"] else ("pcp" if order[:1] == ["pcp"] else None)
         else:

@@ -30,6 +30,10 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import Ca
 DEFAULT_LOCK_PATH = "/run/aiinfra-datapath.lock"
 
 
+class NodePathError(CapabilityError, ValueError):
+    """A node path that is not absolute (a parameter the module did not check): a clean failure."""
+
+
 class HostRoot(object):
     """Resolve absolute node paths below ``root`` (``/`` on a real node)."""
 
@@ -39,7 +43,7 @@ class HostRoot(object):
     def path(self, *parts):
         joined = os.path.join(*parts) if parts else "/"
         if not joined.startswith("/"):
-            raise ValueError("node path must be absolute: %r" % joined)
+            raise NodePathError("node path must be absolute: %r" % joined)
         if self.root == "/":
             return joined
         return os.path.join(self.root, joined.lstrip("/"))
@@ -50,7 +54,7 @@ class HostRoot(object):
     def read(self, path, default=None):
         """Return the stripped text of a file, or ``default`` if it does not exist."""
         try:
-            with open(self.path(path), "r") as handle:
+            with open(self.path(path), "r", encoding="utf-8", errors="surrogateescape") as handle:
                 return handle.read().strip()
         except (IOError, OSError) as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR) and default is not None:
@@ -61,9 +65,11 @@ class HostRoot(object):
 
     def read_raw(self, path):
         """Return the whole text of a file, or None if it does not exist. Line ends are kept as
-        they are (no newline translation), so a file we edit keeps the admin's lines byte-identical."""
+        they are (no newline translation), so a file we edit keeps the admin's lines byte-identical;
+        bytes that are not UTF-8 (a Latin-1 comment) come back as surrogate escapes, which
+        :func:`atomic_write` writes back as the same bytes."""
         try:
-            with open(self.path(path), "r", newline="") as handle:
+            with open(self.path(path), "r", encoding="utf-8", errors="surrogateescape", newline="") as handle:
                 return handle.read()
         except (IOError, OSError) as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR):
@@ -72,7 +78,7 @@ class HostRoot(object):
 
     def write(self, path, value):
         """Write a value to a kernel file (sysfs/procfs): one write, no temp file."""
-        with open(self.path(path), "w") as handle:
+        with open(self.path(path), "w", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(value)
 
     def listdir(self, path):
@@ -92,7 +98,7 @@ def atomic_write(path, content, mode=0o644, uid=None, gid=None):
     features.d) skip it while it is incomplete.
     """
     if isinstance(content, str):
-        content = content.encode("utf-8")
+        content = content.encode("utf-8", "surrogateescape")
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)

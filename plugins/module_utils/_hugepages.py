@@ -72,14 +72,14 @@ def parse_meminfo(text):
             continue
         name, rest = line.split(":", 1)
         fields = rest.split()
-        if fields and fields[0].isdigit():
+        if fields and re.match(r"^[0-9]{1,20}$", fields[0]):
             info[name.strip()] = int(fields[0])
     return info
 
 
 def parse_pagesize(text):
     """``2M`` / ``1024M`` / ``1G`` / ``2048k`` (hugetlbfs mount option) -> kB."""
-    match = re.match(r"^(\d+)([kKmMgG])?[bB]?$", text.strip())
+    match = re.match(r"^([0-9]{1,15})([kKmMgG])?[bB]?$", text.strip())
     if not match:
         return None
     number = int(match.group(1))
@@ -89,7 +89,7 @@ def parse_pagesize(text):
 
 def _int(host, path):
     text = host.read(path)
-    if text is None or not text.strip().lstrip("-").isdigit():
+    if text is None or not re.match(r"^-?[0-9]{1,20}$", text.strip()):
         return None
     return int(text)
 
@@ -109,7 +109,7 @@ def parse_mounts(text):
 def resolve_id(value, kind):
     """Owner / group name or number -> numeric id (on the node)."""
     text = str(value)
-    if text.isdigit():
+    if re.match(r"^[0-9]{1,10}$", text):
         return int(text)
     try:
         if kind == "owner":
@@ -312,9 +312,9 @@ class HugePages(Capability):
             targets = {}
             for node, count in per_node.items():
                 node = str(node)
-                if isinstance(count, str) and count.strip().isdigit():
+                if isinstance(count, str) and re.match(r"^[0-9]{1,15}$", count.strip()):
                     count = int(count)
-                if not node.isdigit() or not isinstance(count, int) or isinstance(count, bool) \
+                if not re.match(r"^[0-9]{1,6}$", node) or not isinstance(count, int) or isinstance(count, bool) \
                         or count < 0:
                     problems.append("%s: per_node needs node number -> count >= 0, got %r: %r"
                                     % (where, node, count))

@@ -39,15 +39,54 @@ def parse_link_json(text):
     """Parse ``ip -j -d link show`` output into ``{ifname: link-dict}``."""
     try:
         data = json.loads(text or "[]")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise LinkError("cannot parse 'ip -j -d link show' output: %s" % exc)
     if not isinstance(data, list):
         raise LinkError("'ip -j -d link show' did not return a JSON list")
     links = {}
     for entry in data:
         if isinstance(entry, dict) and entry.get("ifname"):
+            problem = _link_problem(entry)
+            if problem:
+                raise LinkError("'ip -j -d link show' printed a link this module cannot read: %s" % problem)
             links[entry["ifname"]] = entry
     return links
+
+
+# The fields of a link that the modules read, with the JSON type iproute2 prints for each.
+_LINK_TEXT = ("ifname", "address", "permaddr", "link", "master", "link_type", "operstate")
+_LINK_NUMBERS = ("mtu", "min_mtu", "max_mtu", "ifindex")
+
+
+def _link_problem(entry):
+    """What is wrong with the type of a field the modules read (None when every one is right)."""
+    name = entry.get("ifname")
+    for key in _LINK_TEXT:
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            return "%s of %r is %r, not a string" % (key, name, entry[key])
+    for key in _LINK_NUMBERS:
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return "%s of %r is %r, not an integer" % (key, name, value)
+    info = entry.get("linkinfo")
+    if info is not None and not isinstance(info, dict):
+        return "linkinfo of %r is %r, not an object" % (name, info)
+    for key in ("info_kind", "info_slave_kind"):
+        if (info or {}).get(key) is not None and not isinstance(info[key], str):
+            return "linkinfo.%s of %r is %r, not a string" % (key, name, info[key])
+    altnames = entry.get("altnames")
+    if altnames is not None and not (isinstance(altnames, list) and all(isinstance(a, str) for a in altnames)):
+        return "altnames of %r is %r, not a list of names" % (name, altnames)
+    return None
+
+
+def _json_list(text):
+    """An ``ip -j`` answer as a list of objects ([] for anything else: unreadable means unknown)."""
+    try:
+        data = json.loads(text or "[]")
+    except (ValueError, RecursionError):
+        return []
+    return [entry for entry in data if isinstance(entry, dict)] if isinstance(data, list) else []
 
 
 def link_kind(link):
@@ -229,28 +268,21 @@ def related(links, name):
 
 def interfaces_with_address(addr_json, address):
     """Names of interfaces holding ``address`` in ``ip -j addr show`` output."""
-    try:
-        data = json.loads(addr_json or "[]")
-    except ValueError:
-        return []
     names = []
-    for entry in data:
-        for info in entry.get("addr_info") or []:
-            if info.get("local") == address:
-                names.append(entry.get("ifname"))
+    for entry in _json_list(addr_json):
+        infos = entry.get("addr_info")
+        for info in infos if isinstance(infos, list) else []:
+            if isinstance(info, dict) and info.get("local") == address and isinstance(entry.get("ifname"), str):
+                names.append(entry["ifname"])
     return sorted(set(n for n in names if n))
 
 
 def route_device(route_json):
     """Outgoing device from ``ip -j route get ADDR`` output (None for a local route)."""
-    try:
-        data = json.loads(route_json or "[]")
-    except ValueError:
-        return None
-    for entry in data:
+    for entry in _json_list(route_json):
         if entry.get("type") == "local" or entry.get("dev") == "lo":
             return None
-        if entry.get("dev"):
+        if entry.get("dev") and isinstance(entry["dev"], str):
             return entry["dev"]
     return None
 

@@ -139,6 +139,9 @@ def normalise(families, heartbeat=None):
             raise MetricsError("metrics_textfile: %s: help is required (one line on what it measures)" % where)
         samples = []
         label_sets = set()
+        if not isinstance(family.get("samples") or [], list):
+            raise MetricsError("metrics_textfile: %s: samples must be a list of {labels, value}, got %r"
+                               % (where, family.get("samples")))
         for number, sample in enumerate(family.get("samples") or []):
             spot = "%s samples[%d]" % (where, number)
             if not isinstance(sample, dict):
@@ -263,7 +266,8 @@ class MetricsTextfile(Capability):
         for entry in params["filesystems"]:
             if not entry["path"].startswith("/"):
                 raise MetricsError("metrics_textfile: filesystems path must be absolute, got %r" % (entry["path"],))
-        names = set(f.get("name") for f in params["metrics"] or [] if isinstance(f, dict))
+        names = set(f.get("name") for f in params["metrics"] or []
+                    if isinstance(f, dict) and isinstance(f.get("name"), str))
         if params["filesystems"] and names & set(n for n, _help in FILESYSTEM_FAMILIES):
             raise MetricsError("metrics_textfile: metrics must not name the filesystems families (%s)"
                                % ", ".join(sorted(names & set(n for n, _help in FILESYSTEM_FAMILIES))))

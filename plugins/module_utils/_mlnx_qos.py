@@ -21,9 +21,10 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import Ca
 
 NPRIO = 8
 
-_TC = re.compile(r"^tc:\s*(\d+)\s+ratelimit:\s*([^,]+),\s*tsa:\s*(\w+)(?:,\s*bw:\s*(\d+)%)?")
-_PRIO_OF_TC = re.compile(r"^priority:\s*(\d+)")
-_DSCP_ROW = re.compile(r"^prio:\s*(\d+)\s+dscp:\s*([\d,\s]*)")
+_TC = re.compile(r"^tc:\s*([0-9]+)\s+ratelimit:\s*([^,]+),\s*tsa:\s*(\w+)(?:,\s*bw:\s*([0-9]+)%)?")
+_PRIO_OF_TC = re.compile(r"^priority:\s*([0-9]+)")
+_DSCP_ROW = re.compile(r"^prio:\s*([0-9]+)\s+dscp:\s*([0-9,\s]*)")
+_BIT = re.compile(r"^[01]$")
 
 
 class MlnxQosError(CapabilityError):
@@ -31,46 +32,67 @@ class MlnxQosError(CapabilityError):
 
 
 def parse_show(text):
-    """Parse ``mlnx_qos -i IF`` output into the same state shape as the dcb backend."""
+    """Parse ``mlnx_qos -i IF`` output into the same state shape as the dcb backend.
+
+    Raises MlnxQosError for output without any mlnx_qos field and for a line whose values cannot
+    be what the tool prints (a TC or priority outside 0-7, a DSCP outside 0-63, a bandwidth
+    outside 0-100 %, a non-numeric buffer size): a garbled answer is refused, never half-read."""
     state = {"dcbx": None, "trust": None, "dscp2prio": {}, "pfc": None, "pfc_buffer": None,
              "cable_len": None, "ets": {"prio_tc": [None] * NPRIO, "tsa": [None] * NPRIO,
                                         "bw": [None] * NPRIO, "ratelimit": [None] * NPRIO}}
     current_tc = None
     seen_tc = False
-    for raw in (text or "").splitlines():
+    for number, raw in enumerate((text or "").splitlines(), 1):
         line = raw.strip()
-        if line.startswith("DCBX mode:"):
-            mode = line.split(":", 1)[1].strip().lower()
-            for owner in ("firmware", "os"):
-                if mode.startswith(owner):
-                    mode = owner
-            state["dcbx"] = mode
-        elif line.startswith("Priority trust state:"):
-            state["trust"] = line.split(":", 1)[1].strip().lower() or None
-        elif line.startswith("Cable len:"):
-            value = line.split(":", 1)[1].strip()
-            state["cable_len"] = int(value) if value.isdigit() else value
-        elif _DSCP_ROW.match(line):
-            m = _DSCP_ROW.match(line)
-            for dscp in m.group(2).replace(" ", "").split(","):
-                if dscp:
-                    state["dscp2prio"][int(dscp)] = int(m.group(1))
-        elif line.startswith("enabled") and current_tc is None:
-            state["pfc"] = [v == "1" for v in line.split()[1:1 + NPRIO]]
-        elif line.startswith("buffer") and current_tc is None:
-            state["pfc_buffer"] = [int(v) for v in line.split()[1:1 + NPRIO]]
-        elif _TC.match(line):
-            m = _TC.match(line)
-            current_tc = int(m.group(1))
-            seen_tc = True
-            state["ets"]["tsa"][current_tc] = m.group(3)
-            state["ets"]["ratelimit"][current_tc] = m.group(2).strip()
-            state["ets"]["bw"][current_tc] = int(m.group(4)) if m.group(4) else None
-        elif _PRIO_OF_TC.match(line) and current_tc is not None:
-            state["ets"]["prio_tc"][int(_PRIO_OF_TC.match(line).group(1))] = current_tc
+        try:
+            if line.startswith("DCBX mode:"):
+                mode = line.split(":", 1)[1].strip().lower()
+                for owner in ("firmware", "os"):
+                    if mode.startswith(owner):
+                        mode = owner
+                state["dcbx"] = mode
+            elif line.startswith("Priority trust state:"):
+                state["trust"] = line.split(":", 1)[1].strip().lower() or None
+            elif line.startswith("Cable len:"):
+                value = line.split(":", 1)[1].strip()
+                state["cable_len"] = _number(value, 1 << 32) if re.match(r"^[0-9]+$", value) else value
+            elif _DSCP_ROW.match(line):
+                m = _DSCP_ROW.match(line)
+                prio = _number(m.group(1), NPRIO)
+                for dscp in m.group(2).replace(" ", "").split(","):
+                    if dscp:
+                        state["dscp2prio"][_number(dscp, 64)] = prio
+            elif line.startswith("enabled") and current_tc is None:
+                values = line.split()[1:1 + NPRIO]
+                if not all(_BIT.match(v) for v in values):
+                    raise ValueError("PFC flags are 0 or 1")
+                state["pfc"] = [v == "1" for v in values]
+            elif line.startswith("buffer") and current_tc is None:
+                state["pfc_buffer"] = [_number(v, 1 << 32) for v in line.split()[1:1 + NPRIO]]
+            elif _TC.match(line):
+                m = _TC.match(line)
+                current_tc = _number(m.group(1), NPRIO)
+                seen_tc = True
+                state["ets"]["tsa"][current_tc] = m.group(3)
+                state["ets"]["ratelimit"][current_tc] = m.group(2).strip()
+                state["ets"]["bw"][current_tc] = _number(m.group(4), 101) if m.group(4) else None
+            elif _PRIO_OF_TC.match(line) and current_tc is not None:
+                state["ets"]["prio_tc"][_number(_PRIO_OF_TC.match(line).group(1), NPRIO)] = current_tc
+        except ValueError as exc:
+            raise MlnxQosError("cannot read mlnx_qos output, line %d %r: %s" % (number, line[:80], exc))
     if not seen_tc and state["pfc"] is None and state["trust"] is None:
         raise MlnxQosError("no mlnx_qos fields found in output")
     return state
+
+
+def _number(text, limit):
+    """A decimal field below ``limit``; ValueError otherwise (garbled output)."""
+    if not re.match(r"^[0-9]{1,12}$", text or ""):
+        raise ValueError("%r is not a number" % (text,))
+    value = int(text)
+    if value >= limit:
+        raise ValueError("%d is out of range (below %d)" % (value, limit))
+    return value
 
 
 def _csv(values):

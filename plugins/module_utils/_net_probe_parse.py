@@ -160,32 +160,52 @@ def load_iperf3(text):
     """iperf3 -J output as a dict; None when it is not JSON (a crash, a kill before output)."""
     try:
         data = json.loads(text or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def _obj(value):
+    """``value`` when it is a JSON object, else {} (a field of another type reads as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value):
+    """The objects of a JSON list (anything else reads as an empty list)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _num(value):
+    """A JSON number (not a boolean), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def iperf3_summary(data, role):
     """What the probe reports from one iperf3 -J document: dict(ok, error, bytes, seconds,
     gbit_per_s, tcp, connected). The client reports what the server received (``sum_received``)
-    and the sender's retransmits, RTT and window per stream; the server what it received."""
+    and the sender's retransmits, RTT and window per stream; the server what it received.
+    A field of an unexpected JSON type reads as absent (iperf3 printed something else)."""
     out = {"ok": False, "error": None, "bytes": None, "seconds": None, "gbit_per_s": None,
            "tcp": tcp_result(), "connected": 0}
     if data is None:
         out["error"] = "iperf3 printed no JSON"
         return out
-    out["connected"] = len((data.get("start") or {}).get("connected") or [])
-    end = data.get("end") or {}
-    received = end.get("sum_received") or {}
+    connected = _obj(data.get("start")).get("connected")
+    out["connected"] = len(connected) if isinstance(connected, list) else 0
+    end = _obj(data.get("end"))
+    received = _obj(end.get("sum_received"))
     if data.get("error"):
-        out["error"] = "iperf3: %s" % data["error"]
+        out["error"] = "iperf3: %s" % (data["error"],)
     elif not received:
         out["error"] = "iperf3 reported no result"
     if received:
-        out["bytes"] = received.get("bytes")
-        out["seconds"] = received.get("seconds")
-        bps = received.get("bits_per_second")
-        out["gbit_per_s"] = None if bps is None else round(bps / 1e9, 4)
+        out["bytes"] = _num(received.get("bytes"))
+        out["seconds"] = _num(received.get("seconds"))
+        bps = _num(received.get("bits_per_second"))
+        try:
+            out["gbit_per_s"] = None if bps is None else round(bps / 1e9, 4)
+        except (OverflowError, ValueError):  # 1e400, inf or nan in a garbled document
+            out["gbit_per_s"] = None
     if role == "client":
         out["tcp"] = _iperf3_sender_tcp(data)
     out["ok"] = out["error"] is None
@@ -193,18 +213,21 @@ def iperf3_summary(data, role):
 
 
 def _iperf3_sender_tcp(data):
-    end = data.get("end") or {}
-    senders = [s.get("sender") or {} for s in end.get("streams") or []]
-    retrans = (end.get("sum_sent") or {}).get("retransmits")
-    rtt = _mean(s.get("mean_rtt") for s in senders)
+    end = _obj(data.get("end"))
+    senders = [_obj(s.get("sender")) for s in _objects(end.get("streams"))]
+    retrans = _num(_obj(end.get("sum_sent")).get("retransmits"))
     last = {}
-    for interval in data.get("intervals") or []:
-        for stream in interval.get("streams") or []:
-            last[stream.get("socket")] = stream
-    rttvar = _mean(s.get("rttvar") for s in last.values())
-    cwnd = _mean(s.get("snd_cwnd") for s in last.values())
-    return tcp_result(retrans, None, None if rtt is None else rtt / 1000.0,
-                      None if rttvar is None else rttvar / 1000.0, None if cwnd is None else int(round(cwnd)))
+    for interval in _objects(data.get("intervals")):
+        for stream in _objects(interval.get("streams")):
+            last[str(stream.get("socket"))] = stream
+    try:
+        rtt = _mean(_num(s.get("mean_rtt")) for s in senders)
+        rttvar = _mean(_num(s.get("rttvar")) for s in last.values())
+        cwnd = _mean(_num(s.get("snd_cwnd")) for s in last.values())
+        return tcp_result(retrans, None, None if rtt is None else rtt / 1000.0,
+                          None if rttvar is None else rttvar / 1000.0, None if cwnd is None else int(round(cwnd)))
+    except (OverflowError, ValueError):  # 1e400, inf or nan in a garbled document
+        return tcp_result(retrans)
 
 
 def iperf3_connect_failed(data):

@@ -116,7 +116,7 @@ class NetplanView(object):
                 if not os.path.isdir(os.path.dirname(dest)):
                     os.makedirs(os.path.dirname(dest), 0o700)
                 fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as handle:
+                with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
                     handle.write(text or "")
             rc, out, err = self.runner.run([self.netplan, "get", "--root-dir", tmp, "all"], check=False)
         finally:

@@ -234,7 +234,7 @@ class NfdLabels(Capability):
         for key in sorted(labels):
             lines.append("%s=%s\n" % (key, labels[key]))
         after = "".join(lines) if self.params["state"] == "present" else None
-        content_size = len((after or "").encode("utf-8"))
+        content_size = len((after or "").encode("utf-8", "surrogateescape"))
         if content_size > NFD_MAX_FILE_BYTES:
             raise LabelError("nfd_labels: features file would be %d bytes; node-feature-discovery "
                              "ignores files over 64 kB" % content_size)

@@ -123,7 +123,7 @@ def parse_features_file(text):
     NFD would log about it or the file."""
     labels = {}
     problems = []
-    if len((text or "").encode("utf-8")) > NFD_MAX_FILE_BYTES:
+    if len((text or "").encode("utf-8", "surrogateescape")) > NFD_MAX_FILE_BYTES:
         problems.append("the file is over %d bytes: NFD skips it" % NFD_MAX_FILE_BYTES)
     for number, raw in enumerate((text or "").split("\n"), 1):
         line = raw.strip()

@@ -60,7 +60,7 @@ def parse_devlink_info(text):
     """
     try:
         data = json.loads(text or "{}")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise DevlinkOutputError("not JSON (%s): %r" % (exc, (text or "")[:80]))
     if not isinstance(data, dict) or not isinstance(data.get("info", {}), dict):
         raise DevlinkOutputError("JSON without an \"info\" object: %r" % (text or "")[:80])
@@ -69,17 +69,33 @@ def parse_devlink_info(text):
         if not isinstance(entry, dict):
             raise DevlinkOutputError("entry %s is not an object" % handle)
         bus = handle.split("/", 1)[1] if "/" in handle else handle
-        versions = entry.get("versions") or {}
-        fixed, running, stored = (versions.get(k) or {} for k in ("fixed", "running", "stored"))
-        stored_fw = stored.get("fw.version") or stored.get("fw")
+        versions = _object(entry.get("versions"), handle, "versions")
+        fixed, running, stored = (_object(versions.get(k), handle, "versions." + k)
+                                  for k in ("fixed", "running", "stored"))
+        stored_fw = _text(stored, "fw.version", handle) or _text(stored, "fw", handle)
         out[bus] = {
-            "driver": entry.get("driver"),
-            "serial": entry.get("serial_number"),
-            "psid": fixed.get("fw.psid") or fixed.get("board.id"),
-            "fw_running": running.get("fw.version") or running.get("fw"),
+            "driver": _text(entry, "driver", handle),
+            "serial": _text(entry, "serial_number", handle),
+            "psid": _text(fixed, "fw.psid", handle) or _text(fixed, "board.id", handle),
+            "fw_running": _text(running, "fw.version", handle) or _text(running, "fw", handle),
             "fw_stored": None if stored_fw == STORED_QUERY_FAILED else stored_fw,
         }
     return out
+
+
+def _object(value, handle, what):
+    if not value:
+        return {}
+    if not isinstance(value, dict):
+        raise DevlinkOutputError("entry %s: %s is not an object" % (handle, what))
+    return value
+
+
+def _text(obj, key, handle):
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value or None
+    raise DevlinkOutputError("entry %s: %s is not a string: %r" % (handle, key, value))
 
 
 def collect(host, runner, ifname, ethtool=None, devlink_info=None):

@@ -23,6 +23,9 @@ import re
 # nvidia-smi's path classes, nearest first (nvidia-smi topo -m legend).
 RELATIONS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
+# More CPUs than any kernel supports (NR_CPUS is at most 8192): a cpulist beyond it is garbage.
+MAX_CPUS = 65536
+
 # PCIe generation -> GT/s, for nvidia-smi's "max_link_gen".
 GEN_SPEED = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 
@@ -47,14 +50,14 @@ def parse_speed(text):
 
 def parse_width(text):
     """``x16`` / ``16`` / ``16x`` -> int, or None."""
-    match = re.search(r"(?:^|\bx)\s*([0-9]+)\b|^\s*([0-9]+)x", (text or "").strip())
+    match = re.search(r"(?:^|\bx)\s*([0-9]{1,6})\b|^\s*([0-9]{1,6})x", (text or "").strip())
     if not match:
         return None
     return int(match.group(1) or match.group(2))
 
 
 def _bytes(text):
-    match = re.match(r"\s*([0-9]+)\s*bytes", text or "")
+    match = re.match(r"\s*([0-9]{1,12})\s*bytes", text or "")
     return int(match.group(1)) if match else None
 
 
@@ -89,7 +92,7 @@ def parse_lspci_vvv(text):
         stripped = line.strip()
         if stripped.startswith("NUMA node:"):
             value = stripped.split(":", 1)[1].strip()
-            current["numa_node"] = int(value) if re.match(r"^-?\d+$", value) else None
+            current["numa_node"] = int(value) if re.match(r"^-?[0-9]{1,6}$", value) else None
         elif stripped.startswith("Capabilities:") and "<access denied>" in stripped:
             current["config_access"] = False
         elif stripped.startswith("Capabilities:"):
@@ -107,7 +110,7 @@ def parse_lspci_vvv(text):
                 current["max_payload_cap"] = _bytes(stripped.split("MaxPayload", 1)[1])
         elif stripped.startswith("MaxPayload") and "MaxReadReq" in stripped:
             # the second line of DevCtl: "MaxPayload 256 bytes, MaxReadReq 512 bytes"
-            payload, read_req = stripped.split(",", 1)
+            payload, _sep, read_req = stripped.partition(",")
             current["max_payload"] = _bytes(payload.replace("MaxPayload", "", 1))
             current["max_read_req"] = _bytes(read_req.strip().replace("MaxReadReq", "", 1))
         elif stripped.startswith("LnkCap:"):
@@ -125,7 +128,7 @@ def parse_lspci_vvv(text):
 
 
 def _lnk_width(line):
-    match = re.search(r"Width x(\d+)", line)
+    match = re.search(r"Width x([0-9]{1,4})\b", line)
     return int(match.group(1)) if match else None
 
 
@@ -157,13 +160,13 @@ def parse_topo_matrix(text):
     device_columns = [c for c in columns if c not in ("CPU_Affinity", "NUMA_Affinity", "GPU_NUMA_ID")]
     result = {"gpus": [], "nics": [], "gpu_nic": {}, "cpu_affinity": {}, "numa_affinity": {}}
     for column in device_columns:
-        if re.match(r"^GPU\d+$", column):
+        if re.match(r"^GPU[0-9]{1,6}$", column):
             result["gpus"].append(int(column[3:]))
         else:
             result["nics"].append(legend.get(column, column))
     for line in lines[header + 1:]:
         fields = line.split()
-        if not fields or not re.match(r"^GPU\d+$", fields[0]):
+        if not fields or not re.match(r"^GPU[0-9]{1,6}$", fields[0]):
             if fields and fields[0] == "Legend:":
                 break
             continue
@@ -173,7 +176,7 @@ def parse_topo_matrix(text):
         for position, column in enumerate(device_columns):
             if position >= len(values):
                 break
-            if not re.match(r"^GPU\d+$", column):
+            if not re.match(r"^GPU[0-9]{1,6}$", column):
                 relations[legend.get(column, column)] = values[position]
         result["gpu_nic"][gpu] = relations
         extra = values[len(device_columns):]
@@ -218,9 +221,9 @@ def parse_nvidia_smi_xml(text):
             "pci": bus,
             "name": _xml_text(gpu, "product_name"),
             "link": {
-                "speed": GEN_SPEED.get(int(gen)) if gen and gen.isdigit() else None,
+                "speed": GEN_SPEED.get(int(gen)) if gen and re.match(r"^[0-9]{1,2}$", gen) else None,
                 "width": parse_width(width) if width else None,
-                "max_speed": GEN_SPEED.get(int(max_gen)) if max_gen and max_gen.isdigit() else None,
+                "max_speed": GEN_SPEED.get(int(max_gen)) if max_gen and re.match(r"^[0-9]{1,2}$", max_gen) else None,
                 "max_width": parse_width(max_width) if max_width else None,
             },
         })
@@ -228,17 +231,20 @@ def parse_nvidia_smi_xml(text):
 
 
 def parse_cpulist(text):
-    """``0-3,8,10-11`` -> [0, 1, 2, 3, 8, 10, 11]; empty or bad text -> []."""
+    """``0-3,8,10-11`` -> [0, 1, 2, 3, 8, 10, 11]; empty or bad text -> [] (also a list of more
+    than MAX_CPUS CPUs, which no kernel has: garbage that would otherwise fill the memory)."""
     cpus = []
     for part in (text or "").strip().split(","):
         part = part.strip()
         if not part:
             continue
-        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
+        match = re.match(r"^([0-9]{1,7})(?:-([0-9]{1,7}))?$", part)
         if not match:
             return []
         start = int(match.group(1))
         end = int(match.group(2) or start)
+        if end - start + 1 + len(cpus) > MAX_CPUS:
+            return []
         cpus.extend(range(start, end + 1))
     return cpus
 

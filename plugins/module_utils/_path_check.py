@@ -25,8 +25,9 @@ IPV4_OVERHEAD = 28   # IPv4 header 20 + ICMP header 8
 IPV6_OVERHEAD = 48   # IPv6 header 40 + ICMPv6 header 8
 MIN_PROBE_MTU = MTU_MIN
 
-_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received(?:, \+(\d+) errors)?")
-_LOCAL_MTU = re.compile(r"message too long, mtu[=:]\s*(\d+)", re.IGNORECASE)
+_SUMMARY = re.compile(r"\b([0-9]{1,12}) packets transmitted, ([0-9]{1,12}) (?:packets )?received"
+                      r"(?:, \+([0-9]{1,12}) errors)?")
+_LOCAL_MTU = re.compile(r"message too long, mtu[=:]\s*([0-9]{1,7})\b", re.IGNORECASE)
 
 
 def address_family(address):

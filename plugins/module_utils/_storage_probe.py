@@ -169,7 +169,7 @@ def model_load(path, check_mode):
         result["bytes"] = total
         return result
     seconds = time.perf_counter() - start
-    result.update(bytes=total, seconds=round(seconds, 3), ok=True,
+    result.update(bytes=total, seconds=round(seconds, 6), ok=True,
                   mib_s=round(total / float(MIB) / seconds, 1) if seconds > 0 else None)
     return result
 

@@ -70,38 +70,64 @@ def load_json(text):
     if start < 0:
         raise ProbeError("fio printed no JSON: %s" % (text.strip().splitlines() or ["(nothing)"])[-1])
     try:
-        return json.loads(text[start:])
-    except ValueError as exc:
+        data = json.loads(text[start:])
+    except (ValueError, RecursionError) as exc:
         raise ProbeError("fio output is not valid JSON: %s" % exc)
+    if not isinstance(data, dict):
+        raise ProbeError("fio output is not a JSON object")
+    return data
+
+
+def _field(obj, key, kind, what):
+    """``obj[key]`` when it is a ``kind`` (None when absent or null); ProbeError otherwise."""
+    value = obj.get(key)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise ProbeError("fio JSON: %s.%s is %r, not a %s" % (what, key, value, getattr(kind, "__name__", "number")))
+
+
+def _number(obj, key, what):
+    value = _field(obj, key, (int, float), what) or 0
+    if value != value or value in (float("inf"), float("-inf")) or abs(value) > 1e18:
+        raise ProbeError("fio JSON: %s.%s is %r, not a plausible figure" % (what, key, value))
+    return value
 
 
 def _pct_us(read, pct):
     for key in ("lat_ns", "clat_ns"):
-        table = (read.get(key) or {}).get("percentile") or {}
-        for name, value in table.items():
-            if abs(float(name) - pct) < 1e-6:
-                return round(value / 1000.0, 2)
+        table = _field(_field(read, key, dict, "read") or {}, "percentile", dict, "read." + key) or {}
+        for name in table:
+            try:
+                at = float(name)
+            except ValueError:
+                raise ProbeError("fio JSON: percentile %r is not a number" % (name,))
+            if abs(at - pct) < 1e-6:
+                return round(_number(table, name, "read.%s.percentile" % key) / 1000.0, 2)
     return None
 
 
 def parse_job(text):
     """The read side of fio's first (or only, with group_reporting) job: bytes, seconds, mib_s,
-    iops, p50_us, p99_us, ios, and fio's version. ProbeError when fio reports a job error."""
+    iops, p50_us, p99_us, ios, and fio's version. ProbeError when fio reports a job error or
+    prints a document of another shape (a field of an unexpected type)."""
     data = load_json(text)
-    jobs = data.get("jobs") or []
+    jobs = _field(data, "jobs", list, "document") or []
     if not jobs:
         raise ProbeError("fio JSON has no jobs")
     job = jobs[0]
+    if not isinstance(job, dict):
+        raise ProbeError("fio JSON: jobs[0] is %r, not an object" % (job,))
     if job.get("error"):
         raise ProbeError("fio job %s failed with error %s" % (job.get("jobname"), job.get("error")))
-    read = job.get("read") or {}
-    seconds = (read.get("runtime") or 0) / 1000.0
-    nbytes = read.get("io_bytes") or 0
+    read = _field(job, "read", dict, "jobs[0]") or {}
+    seconds = _number(read, "runtime", "read") / 1000.0
+    nbytes = _number(read, "io_bytes", "read")
+    latency = _field(read, "lat_ns", dict, "read") or _field(read, "clat_ns", dict, "read") or {}
     return {"bytes": nbytes, "seconds": seconds,
-            "mib_s": round((read.get("bw_bytes") or 0) / float(MIB), 1),
-            "iops": round(float(read.get("iops") or 0), 1),
+            "mib_s": round(_number(read, "bw_bytes", "read") / float(MIB), 1),
+            "iops": round(float(_number(read, "iops", "read")), 1),
             "p50_us": _pct_us(read, 50.0), "p99_us": _pct_us(read, 99.0),
-            "ios": int(((read.get("lat_ns") or read.get("clat_ns") or {}).get("N")) or read.get("total_ios") or 0),
+            "ios": int(_number(latency, "N", "read latency") or _number(read, "total_ios", "read")),
             "version": data.get("fio version")}
 
 

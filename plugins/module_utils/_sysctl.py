@@ -297,7 +297,8 @@ def read_key(host, name):
     if not stat.S_ISREG(st.st_mode):
         return "missing", None
     try:
-        with open(path, "r") as handle:
+        # a value the kernel holds as bytes (kernel.hostname, core_pattern) may not be UTF-8
+        with open(path, "r", encoding="utf-8", errors="surrogateescape") as handle:
             value = handle.read()
     except (IOError, OSError) as exc:
         return "unreadable", str(exc)

@@ -25,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
@@ -115,6 +116,8 @@ class TunedProfile(Capability):
         )
 
     def validate(self):
+        if not os.path.isabs(self.params["profile_dir"] or ""):
+            raise TunedProfileError("profile_dir must be an absolute path, got %r" % (self.params["profile_dir"],))
         name = self.params["name"]
         if not SAFE_NAME.match(name or ""):
             raise TunedProfileError("name must be letters, digits, '.', '_' or '-', got %r" % name)

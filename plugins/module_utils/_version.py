@@ -13,7 +13,7 @@ __metaclass__ = type
 
 import re
 
-_TOKEN = re.compile(r"\d+|[A-Za-z]+")
+_TOKEN = re.compile(r"[0-9]+|[A-Za-z]+")
 
 
 def version_key(version):
@@ -23,7 +23,7 @@ def version_key(version):
     text = str(version).strip().split(" ", 1)[0]
     key = []
     for token in _TOKEN.findall(text):
-        if token.isdigit():
+        if token.isdigit() and len(token) <= 30:  # longer: garbage, ordered as text
             key.append((0, int(token), ""))
         else:
             key.append((1, 0, token.lower()))

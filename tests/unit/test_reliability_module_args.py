@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import os
 import socket
+import subprocess
 import sys
 import traceback
 from collections import Counter
@@ -30,12 +31,20 @@ from ansible_collections.aiinfra.datapath.plugins.modules import (
     hugepages,
     kernel_cmdline,
     link_mtu,
+    metrics_textfile,
+    model_cache,
+    net_probe,
     nfd_labels,
     nic_firmware,
+    node_topology,
     nvme_layout,
     path_check,
+    pcie_acs,
+    rdma_counters,
     roce_qos,
+    storage_probe,
     sysctl_profile,
+    tuned_profile,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -44,9 +53,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest_plugins = ["reliability_log"]
 
 HOSTILE = ["eth0; reboot", "$(touch /tmp/pwned)", "`id`", "../../../etc/shadow", "a b\tc", "x\ny",
-           "-rf", "--help", "", " ", "\x00", "ä" * 300, "A" * 5000, "/", "*", "${IFS}", "|cat", "&&", "%s%n"]
-BAD_NUMBERS = [-1, 0, 2**31, 2**64, -(2**63), 10**30, 1.5, float("inf"), float("nan"), "1e309", "nan", "12abc", True]
-BAD_TYPES: list[Any] = [None, [], {}, [1, 2], {"a": 1}, "string", 3, [None], [{"x": "y"}]]
+           "-rf", "--help", "", " ", "\x00", "ä" * 300, "A" * 5000, "/", "*", "${IFS}", "|cat", "&&", "%s%n",
+           "\udcff", "\u202e\u2066x", "{{ lookup('pipe', 'id') }}"]
+BAD_NUMBERS = [-1, 0, 2**31, 2**64, -(2**63), 10**30, 1.5, float("inf"), float("nan"), "1e309", "nan", "12abc", True,
+               10**400, -0.0, 1e-320, "0x10", " 42 "]
+BAD_TYPES: list[Any] = [None, [], {}, [1, 2], {"a": 1}, "string", 3, [None], [{"x": "y"}],
+                        {"__class__": "x", "": None}, [[[[[[[[[[[]]]]]]]]]]], "[1, 2]"]
 
 MODULES = {
     "sysctl_profile": (sysctl_profile, lambda r: {"keys": {"vm.swappiness": 10}, "root": r}),
@@ -63,8 +75,46 @@ MODULES = {
     "path_check": (path_check, lambda r: {"targets": [{"fabric": "rdma", "mtu": 9000,
                                                        "peers": [{"name": "n2", "address": "198.18.2.12"}]}],
                                           "count": 1, "timeout": 1}),
+    "tuned_profile": (tuned_profile, lambda r: {"name": "aiinfra-datapath", "include": "throughput-performance",
+                                                "sysctl": {"vm.swappiness": {"value": "10", "mode": "exact"}},
+                                                "thp": {"enabled": "madvise"}, "kernel_args": ["iommu=pt"],
+                                                "profile_dir": "/etc/tuned", "activate": True, "root": r}),
+    "pcie_acs": (pcie_acs, lambda r: {"state": "off", "nvme": True, "runtime": True,
+                                      "unit_file": "/etc/systemd/system/aiinfra-pcie-acs.service", "root": r}),
+    "node_topology": (node_topology, lambda r: {"lspci": True, "nvidia_smi": True, "root": r}),
+    "rdma_counters": (rdma_counters, lambda r: {"interfaces": ["ens1f0np0"], "root": r}),
+    "metrics_textfile": (metrics_textfile, lambda r: {
+        "source": "site", "heartbeat": "aiinfra_datapath_converge_last_run_timestamp_seconds",
+        "metrics": [{"name": "aiinfra_datapath_reboot_required", "help": "1 after a change that needs a reboot",
+                     "samples": [{"labels": {"capability": "hugepages"}, "value": 0}]}],
+        "directory": "/var/lib/node_exporter/textfile_collector",
+        "filesystems": [{"path": "/mnt/model-cache", "reserve_bytes": 0}], "state": "present", "root": r}),
+    # no root of their own (node paths, sockets): fuzzed in check mode, which opens nothing and writes nothing
+    "storage_probe": (storage_probe, lambda r: {
+        "targets": [{"name": "nvme0", "path": "/dev/nvme0n1", "create_size": 0, "direct": True}],
+        "seq_bytes": 1048576, "seq_block_kib": 1024, "random_seconds": 0.5, "queue_depths": [1, 4],
+        "tool": "builtin", "model": {"path": "/mnt/model-cache/models/m/1"}}),
+    "net_probe": (net_probe, lambda r: {
+        "role": "client", "address": "198.18.1.12", "source": "198.18.1.11", "port": 5201, "streams": 1,
+        "duration": 0.1, "max_bytes": 0, "wait": 0.1, "latency_interval": 0.02, "tool": "builtin",
+        "allowed_networks": ["198.18.0.0/15"], "socket_buffer": 4194304, "root": r}),
+    "model_cache": (model_cache, lambda r: {
+        "cache_dir": r + "/cache", "lock_file": r + "/run/model-cache.lock",
+        "models": [{"name": "m", "version": "1", "source": "file:///nonexistent/dp-reliability/m",
+                    "files": [{"path": "config.json", "sha256": "0" * 64, "size": 2}]}],
+        "pinned": ["m"], "reserve_bytes": 0, "bandwidth_limit": 0, "evict": True, "verify_existing": "size",
+        "headers": {"X-Site": "lab"}, "timeout": 1, "retries": 0, "file_mode": "0644", "dir_mode": "0755"}),
 }
+# Run in check mode only: their paths are the node's own, not below a test root (storage_probe,
+# model_cache), or a real run opens sockets (net_probe).
+CHECK_MODE = {"storage_probe", "net_probe", "model_cache"}
+# Parameters kept at their base value (inside the test's tmp): the host paths a check-mode run still
+# creates (model_cache's lock file) or lists.
+FIXED = {"model_cache": {"cache_dir", "lock_file"}, "storage_probe": {"model"}}
 
+MODEL_VALUES: list[Any] = ["/mnt/x", [], None, {"path": None}, {"path": 1}, {"path": "rel/m"},
+                           {"path": "/nonexistent/dp-reliability"}, {"path": "/dev/null"}, {"path": "/x", "extra": 1},
+                           {"path": "\x00"}]
 # Values inside free-form dicts that one-at-a-time replacement does not reach.
 EXTRA: dict[str, list[tuple[tuple[Any, ...], Any]]] = {
     "roce_qos": [(("interfaces", 0, "dscp2prio"), {"26": v}) for v in (float("inf"), float("nan"), 2**70, "x", None)]
@@ -74,14 +124,27 @@ EXTRA: dict[str, list[tuple[tuple[Any, ...], Any]]] = {
     + [(("keys",), {"vm.swappiness": v}) for v in (float("inf"), 2**70, "1; reboot", {"value": None}, [1, [2]])],
     "nfd_labels": [(("labels",), {k: "v"}) for k in ("../x", "a b", "x=y", "$(id)", "\n", "a" * 300)]
     + [(("path",), p) for p in ("../../../etc/passwd", "relative", "/etc/kubernetes/../../tmp/x")],
+    # model.path is fixed above: "/" would make even a check-mode run walk the whole host filesystem
+    "storage_probe": [(("model",), v) for v in MODEL_VALUES],
+    "tuned_profile": [(("sysctl",), {k: {"value": "1"}}) for k in ("../../etc/passwd", "a b", "x;reboot", "$(id)", "")]
+    + [(("sysctl",), {"vm.swappiness": v})
+       for v in ("1\n[main]\ninclude=x", {"value": "1", "mode": "max"}, {"value": None}, {"mode": "exact"}, [1, 2], "")]
+    + [(("kernel_args",), [v]) for v in ("a b", "", "x\ny", "$(id)")]
+    + [(("include",), v) for v in ("a,../b", "a;b", " , ", "${f:exec:/bin/sh}")],
+    "metrics_textfile": [(("metrics",), [m]) for m in (
+        {"name": "x y", "samples": [{"value": 1}]}, {"name": "ok", "samples": [{"value": "nan"}]},
+        {"name": "ok", "samples": [{"labels": {"a b": "c"}, "value": 1}]},
+        {"name": "ok", "samples": [{"labels": {"a": "c\"\n}"}, "value": 1}]},
+        {"name": "ok", "help": "line\nbreak", "samples": [{"value": 1}]}, {"name": "ok", "samples": None},
+        {"name": "ok", "samples": [{"value": float("inf")}]}, {"name": "ok", "type": "histogram", "samples": []})],
 }
 
 
-def _paths(args: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _paths(args: dict[str, Any], fixed: set[str] | None = None) -> list[tuple[Any, ...]]:
     """Every parameter path in the base args (top level and one level into list/dict)."""
     out: list[tuple[Any, ...]] = []
     for key, value in args.items():
-        if key == "root":
+        if key == "root" or key in (fixed or set()):
             continue
         out.append((key,))
         if isinstance(value, list) and value and isinstance(value[0], dict):
@@ -119,7 +182,17 @@ class Harness:
         def no_dns(*a: Any, **kw: Any) -> Any:
             raise socket.gaierror(socket.EAI_NONAME, "no DNS in the fuzz harness")
 
+        def no_network(*a: Any, **kw: Any) -> Any:
+            raise OSError(101, "no network in the fuzz harness")
+
+        def no_process(*a: Any, **kw: Any) -> Any:
+            raise OSError(1, "no process started by the fuzz harness")
+
         monkeypatch.setattr(basic.AnsibleModule, "run_command", fake_run_command)
+        monkeypatch.setattr(socket.socket, "connect", no_network)
+        monkeypatch.setattr(socket.socket, "bind", no_network)
+        monkeypatch.setattr(socket, "create_connection", no_network)
+        monkeypatch.setattr(subprocess, "Popen", no_process)
         self.cwd = tmp_path / "cwd"  # a relative `root` resolves here, never in the checkout
         self.cwd.mkdir()
         monkeypatch.chdir(self.cwd)
@@ -128,7 +201,8 @@ class Harness:
     def root(self) -> str:
         self.runs += 1
         root = self.tmp / f"root{self.runs}"
-        for sub in ("proc/sys/vm", "sys/class/net", "etc/sysctl.d", "run", "sys/kernel/mm/hugepages"):
+        for sub in ("proc/sys/vm", "sys/class/net", "etc/sysctl.d", "run", "sys/kernel/mm/hugepages",
+                    "etc/tuned/throughput-performance", "proc/net"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         (root / "proc/sys/vm/swappiness").write_text("60\n")
         for nic in ("eno1", "ens1f0np0"):  # present, so interface-level validation is reached
@@ -138,6 +212,9 @@ class Harness:
                 (root / "sys/class/net" / nic / attr).write_text(value + "\n")
         (root / "proc/meminfo").write_text("MemTotal: 1000000 kB\nMemAvailable: 500000 kB\nHugepagesize: 2048 kB\n")
         (root / "proc/cmdline").write_text("BOOT_IMAGE=/vmlinuz root=/dev/vda1\n")
+        (root / "etc/tuned/throughput-performance/tuned.conf").write_text(
+            "[main]\nsummary=base\n[sysctl]\nvm.swappiness=30\n")
+        (root / "etc/tuned/active_profile").write_text("throughput-performance\n")
         return str(root)
 
     def call(self, module: Any, args: dict[str, Any], check_mode: bool = False) -> str:
@@ -188,7 +265,8 @@ KNOWN = {
 }
 CORE_NOTE = ("ansible-core %s argument validation raised before the module's own code ran (a non-dict "
              "value for a dict parameter with `options`: TypeError in set_fallbacks(); Infinity for an int "
-             "parameter: OverflowError in check_type_int())")
+             "parameter: OverflowError in check_type_int(); a lone surrogate such as \\udcff in a string "
+             "parameter: UnicodeEncodeError in AnsibleModule)")
 
 
 def _judge(name: str, case: Any, tracebacks: list[str]) -> None:
@@ -220,19 +298,20 @@ def test_fuzz_module_arguments(name: str, harness: Harness, reliability) -> None
     with reliability.case(f"fuzz-args-{name}", f"{name}: each parameter set to hostile strings, absurd numbers "
                           "and wrong types, one at a time", area="module arguments") as case:
         tried = 0
-        for path in _paths(base("/x")):
+        check = name in CHECK_MODE
+        for path in _paths(base("/x"), FIXED.get(name)):
             for value in HOSTILE + BAD_NUMBERS + BAD_TYPES:
                 args = _set(base(harness.root()), path, value)
-                harness.call(module, args)
+                harness.call(module, args, check_mode=check)
                 tried += 1
         for path, value in EXTRA.get(name, []):
-            harness.call(module, _set(base(harness.root()), path, value))
+            harness.call(module, _set(base(harness.root()), path, value), check_mode=check)
             tried += 1
         # a wrong root itself: relative, missing, a file
         for root in ("relative/dir", "/nonexistent/dp-reliability", str(harness.tmp / "file")):
             (harness.tmp / "file").write_text("x")
-            args = base(root) if "root" in base("/x") else base("/x")
-            harness.call(module, args)
+            args = base(root) if "root" in base("/x") else base(str(harness.tmp / "fixed"))
+            harness.call(module, args, check_mode=check)
             tried += 1
         case.hostile(tried)
         written = sorted(str(p.relative_to(harness.cwd)) for p in harness.cwd.rglob("*") if p.is_file())
@@ -277,13 +356,13 @@ def test_property_module_arguments(name: str, run_module: Any, tmp_path: Path, m
                                    reliability) -> None:
     module, base = MODULES[name]
     h = Harness(run_module, tmp_path, monkeypatch)
-    paths = _paths(base("/x"))
+    paths = _paths(base("/x"), FIXED.get(name))
 
     @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None)
     @given(st.sampled_from(paths), json_values)
     def run(path: tuple[Any, ...], value: Any) -> None:
         PROPERTY_RUNS[name] += 1
-        h.call(module, _set(base(h.root()), path, value))
+        h.call(module, _set(base(h.root()), path, value), check_mode=name in CHECK_MODE)
 
     with reliability.case(f"property-args-{name}", f"{name}: hypothesis-generated JSON values for a random "
                           "parameter", area="module arguments") as case:

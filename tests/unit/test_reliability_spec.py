@@ -19,13 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import validate_spec
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.cli import main as datapath_cli
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.loader import LoadError, load_spec_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytest_plugins = ["reliability_log"]
+
+from hostile_text import json_variants, variants  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -279,3 +283,105 @@ def test_existing_property_suite_counts(reliability) -> None:
         assert total > 0
         case.checked("every generated document gave SpecError(s) with a path or a deterministic plan; "
                      "no other exception")
+
+
+def _judge_errors(errors: Any) -> str | None:
+    """None when ``errors`` is what validate_spec promises (a list of errors, each with a path and a message)."""
+    if not isinstance(errors, list):
+        return f"validate_spec returned {type(errors).__name__}"
+    for error in errors:
+        if not (getattr(error, "path", None) and getattr(error, "message", None)):
+            return f"an error without a path or message: {error!r}"[:200]
+    return None
+
+
+def test_seeded_spec_mutations(monkeypatch: pytest.MonkeyPatch, reliability) -> None:
+    """The base spec as a JSON document, one node at a time retyped (null, bool, 2**64, 1e308, '', '$(reboot)',
+    '../../etc/shadow', 5000 characters, [], {}, nested 200 deep), deleted, a list turned into an object or its
+    values, a value replaced by its own JSON text; 600 variants from a fixed seed, through validate_spec."""
+    wire = Tripwire(monkeypatch)
+    with reliability.case("seeded-spec-mutations", "600 seeded mutations of a valid spec document (a node "
+                          "retyped, made absurd or hostile, deleted, nested 200 deep) through validate_spec",
+                          area="spec") as case:
+        outcomes: dict[str, int] = {"rejected": 0, "valid": 0, "traceback": 0}
+        problems: list[str] = []
+        for desc, text in json_variants(json.dumps(BASE), 20261202, 600):
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = text  # a text mutation broke the JSON: the document is that string
+            try:
+                errors = validate_spec(doc)
+            except Exception as exc:  # noqa: BLE001 - an escaping exception is the defect counted here
+                outcomes["traceback"] += 1
+                problems.append(f"{desc[:120]}: {type(exc).__name__}: {exc}"[:300])
+                continue
+            problem = _judge_errors(errors)
+            if problem:
+                problems.append(f"{desc[:120]}: {problem}")
+            outcomes["rejected" if errors else "valid"] += 1
+        tried = sum(outcomes.values())
+        case.hostile(tried)
+        case.faults(tried)
+        case.traceback(outcomes["traceback"])
+        case.did(f"{tried} documents: rejected with errors {outcomes['rejected']}, valid {outcomes['valid']} "
+                 f"(a mutation the spec allows, e.g. an optional key deleted), tracebacks {outcomes['traceback']}")
+        for problem in problems[:3]:
+            case.finding(problem)
+        assert tried == 600
+        assert not problems, problems[:5]
+        assert not wire.calls
+        case.checked("validate_spec returned a list for every document; every error has a path and a message; "
+                     "no exception escaped; no process started")
+
+
+def test_seeded_spec_file_mutations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reliability) -> None:
+    """The base spec as the YAML vars file a user writes, its bytes mutated (truncated, lines dropped or
+    repeated, numbers made absurd, hostile tokens, invalid UTF-8, CRLF, binary garbage), read by the loader
+    as the CLI reads it, then validated."""
+    wire = Tripwire(monkeypatch)
+    text = yaml.safe_dump({"datapath": BASE}, sort_keys=False)
+    path = tmp_path / "datapath.yml"
+    with reliability.case("seeded-spec-file-mutations", "400 seeded byte-level mutations of a valid spec vars file "
+                          "(truncated, lines dropped/repeated/shuffled, absurd numbers, hostile tokens, invalid UTF-8, "
+                          "CRLF, binary) through load_spec_file + validate_spec", area="spec") as case:
+        outcomes: dict[str, int] = {"load refused": 0, "rejected": 0, "valid": 0, "traceback": 0}
+        problems: list[str] = []
+        example = ""
+        for desc, variant in variants(text, 20261203, 400):
+            path.write_bytes(variant.encode("utf-8", "surrogateescape"))
+            try:
+                doc = load_spec_file(str(path))
+            except LoadError as exc:
+                outcomes["load refused"] += 1
+                if not str(exc).strip():
+                    problems.append(f"{desc[:120]}: LoadError without a message")
+                example = example or str(exc).replace(str(tmp_path) + "/", "")[:120]
+                continue
+            except Exception as exc:  # noqa: BLE001
+                outcomes["traceback"] += 1
+                problems.append(f"{desc[:120]}: load: {type(exc).__name__}: {exc}"[:300])
+                continue
+            try:
+                errors = validate_spec(doc)
+            except Exception as exc:  # noqa: BLE001
+                outcomes["traceback"] += 1
+                problems.append(f"{desc[:120]}: validate: {type(exc).__name__}: {exc}"[:300])
+                continue
+            problem = _judge_errors(errors)
+            if problem:
+                problems.append(f"{desc[:120]}: {problem}")
+            outcomes["rejected" if errors else "valid"] += 1
+        tried = sum(outcomes.values())
+        case.hostile(tried)
+        case.faults(tried)
+        case.traceback(outcomes["traceback"])
+        case.did(f"{tried} files: refused by the loader {outcomes['load refused']} (e.g. {example}), rejected by "
+                 f"validation {outcomes['rejected']}, valid {outcomes['valid']}, tracebacks {outcomes['traceback']}")
+        for problem in problems[:3]:
+            case.finding(problem)
+        assert tried == 400
+        assert not problems, problems[:5]
+        assert not wire.calls
+        case.checked("every file was refused with a LoadError message or validated into a list of errors with "
+                     "paths; no exception escaped; no process started")

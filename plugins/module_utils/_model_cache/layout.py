@@ -45,7 +45,7 @@ MOUNTINFO = "/proc/self/mountinfo"
 
 def mount_points(mountinfo=MOUNTINFO):
     points = set()
-    with open(mountinfo) as handle:
+    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as handle:  # a mount point may not be UTF-8
         for line in handle:
             fields = line.split()
             if len(fields) > 4:

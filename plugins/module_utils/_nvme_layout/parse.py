@@ -78,6 +78,8 @@ def parse_size(value):
     number, unit, suffix = match.groups()
     power = "KMGTP".find(unit.upper()) + 1 if unit else 0
     base = 1000 if suffix.upper() == "B" and unit else 1024
+    if len(number) > 30:  # far beyond any disk (and beyond float and int(str) limits)
+        raise LayoutError("select: size %r is out of range" % (value,))
     return int(float(number) * base**power)
 
 
@@ -98,12 +100,21 @@ def parse_wipefs_json(text):
         return []
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return parse_wipefs_text(body)
-    return [
+    signatures = data.get("signatures") if isinstance(data, dict) else None
+    if not isinstance(signatures, list) or not all(isinstance(s, dict) for s in signatures):
+        # not wipefs's document: say so rather than read it as "no signatures" (a blank disk)
+        raise LayoutError("cannot read the output of wipefs -n -J: %r" % body[:120])
+    found = [
         dict(type=s.get("type"), offset=s.get("offset"), label=s.get("label"), uuid=s.get("uuid"))
-        for s in data.get("signatures", [])
+        for s in signatures
     ]
+    for sig in found:
+        for key, value in sig.items():
+            if value is not None and not isinstance(value, str):
+                raise LayoutError("cannot read the output of wipefs -n -J: %s %r is not a string" % (key, value))
+    return found
 
 
 def parse_wipefs_text(text):
@@ -123,20 +134,20 @@ def parse_wipefs_text(text):
     return result
 
 
-_SGDISK_PART = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+([0-9A-Fa-f]{4})\s*(.*)$")
+_SGDISK_PART = re.compile(r"^\s*([0-9]{1,20})\s+([0-9]{1,20})\s+([0-9]{1,20})\s+\S+\s+\S+\s+([0-9A-Fa-f]{4})\s*(.*)$")
 
 
 def parse_sgdisk(text):
     """``sgdisk -p`` -> {sector_size, sectors, last_usable, partitions: [...]}."""
     info = dict(sector_size=512, sectors=None, last_usable=None, partitions=[])
     for line in strip_header(text or "").splitlines():
-        match = re.match(r"^Disk \S+: (\d+) sectors", line)
+        match = re.match(r"^Disk \S+: ([0-9]{1,20}) sectors", line)
         if match:
             info["sectors"] = int(match.group(1))
-        match = re.match(r"^Sector size \(logical(?:/physical)?\): (\d+)", line)
+        match = re.match(r"^Sector size \(logical(?:/physical)?\): ([0-9]{1,20})", line)
         if match:
             info["sector_size"] = int(match.group(1))
-        match = re.search(r"last usable sector is (\d+)", line)
+        match = re.search(r"last usable sector is ([0-9]{1,20})", line)
         if match:
             info["last_usable"] = int(match.group(1))
         match = _SGDISK_PART.match(line)
@@ -154,10 +165,46 @@ def parse_sgdisk(text):
 
 
 def parse_lsblk(text):
+    """``lsblk -J`` -> its ``blockdevices`` list; LayoutError for output that is not that document."""
     body = strip_header(text or "").strip()
     if not body:
         return []
-    return json.loads(body).get("blockdevices", [])
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise LayoutError("cannot read the output of lsblk -J: %s" % exc)
+    devices = data.get("blockdevices", []) if isinstance(data, dict) else None
+    if not isinstance(devices, list):
+        raise LayoutError("cannot read the output of lsblk -J: no list of block devices in %r" % body[:120])
+    for device in devices:
+        problem = _lsblk_problem(device)
+        if problem:
+            raise LayoutError("cannot read the output of lsblk -J: %s" % problem)
+    return devices
+
+
+def _lsblk_problem(device, depth=0):
+    """What is wrong with one ``lsblk -J -b`` device object (None when its columns have their types)."""
+    if not isinstance(device, dict):
+        return "a device is %r, not an object" % (device,)
+    for key, value in device.items():
+        if key == "children":
+            if not isinstance(value, list) or depth > 8:
+                return "children of %r is %r" % (device.get("name"), value)
+            for child in value:
+                problem = _lsblk_problem(child, depth + 1)
+                if problem:
+                    return problem
+        elif key == "mountpoints":
+            if not isinstance(value, list) or not all(v is None or isinstance(v, str) for v in value):
+                return "mountpoints of %r is %r" % (device.get("name"), value)
+        elif key == "size":  # a number with -b (a string of digits from util-linux before 2.33)
+            if not (value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+                    or (isinstance(value, str) and re.match(r"^[0-9]{1,20}$", value))):
+                return "size of %r is %r, not a number of bytes" % (device.get("name"), value)
+        elif value is not None and not isinstance(value, (str, bool)):
+            return "%s of %r is %r, not text" % (key, device.get("name"), value)
+    return None
 
 
 def parse_mountinfo(text):

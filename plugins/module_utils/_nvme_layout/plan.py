@@ -400,9 +400,9 @@ def _ids(owner, group):
     uid = gid = None
     try:
         if owner is not None:
-            uid = int(owner) if str(owner).isdigit() else pwd.getpwnam(owner).pw_uid
+            uid = int(owner) if re.match(r"^[0-9]{1,10}$", str(owner)) else pwd.getpwnam(owner).pw_uid
         if group is not None:
-            gid = int(group) if str(group).isdigit() else grp.getgrnam(group).gr_gid
+            gid = int(group) if re.match(r"^[0-9]{1,10}$", str(group)) else grp.getgrnam(group).gr_gid
     except KeyError as exc:
         raise LayoutError("directories: unknown user or group %s" % exc)
     return uid, gid

@@ -17,6 +17,7 @@ __metaclass__ = type
 
 import fnmatch
 import os
+import re
 import stat
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._derived import lsblk_transport
@@ -84,7 +85,7 @@ class Inspector(object):
         result = {}
         for child in self.root.listdir(self._sysblock(name)):
             number = self._read(self._sysblock(name, child, "partition"))
-            if number and number.isdigit():
+            if number and re.match(r"^[0-9]{1,6}$", number):
                 result[int(number)] = "/dev/" + child
         return result
 
