@@ -179,7 +179,7 @@ def change_case(rng: random.Random, text: str) -> tuple[str, str]:
 def flip_bytes(rng: random.Random, text: str) -> tuple[str, str]:
     data = bytearray(text.encode("utf-8", "surrogateescape"))
     n = rng.choice((1, 3, 16))
-    for _ in range(n):
+    for _round in range(n):
         if data:
             data[rng.randrange(len(data))] = rng.randrange(256)
     return "%d byte(s) flipped" % n, data.decode("utf-8", "surrogateescape")
@@ -238,7 +238,7 @@ def variants(text: str, seed: int, count: int, others: list[str] | None = None,
         else:
             steps = rng.choice((1, 1, 1, 2, 3))
             new, parts = text, []
-            for _ in range(steps):
+            for _step in range(steps):
                 part, new = rng.choice(MUTATORS)(rng, new)
                 parts.append(part)
             desc = "; ".join(parts)
@@ -285,7 +285,7 @@ def _delete(doc: Any, path: tuple[Any, ...]) -> Any:
 
 def _deep(levels: int) -> Any:
     value: Any = 1
-    for _ in range(levels):
+    for _level in range(levels):
         value = {"x": [value]}
     return value
 

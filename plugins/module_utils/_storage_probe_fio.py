@@ -88,7 +88,7 @@ def _field(obj, key, kind, what):
 
 def _number(obj, key, what):
     value = _field(obj, key, (int, float), what) or 0
-    if value != value or value in (float("inf"), float("-inf")) or abs(value) > 1e18:
+    if not abs(value) <= 1e18:  # NaN, infinity, or an integer no float holds
         raise ProbeError("fio JSON: %s.%s is %r, not a plausible figure" % (what, key, value))
     return value
 

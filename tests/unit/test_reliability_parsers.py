@@ -161,7 +161,7 @@ def _iperf3(text: str) -> Any:
             "retry": _net_probe_parse.iperf3_connect_failed(data)}
 
 
-PROC_NET = {name: text for name, text in fx_glob("measure/net/proc/*")}
+PROC_NET = dict(fx_glob("measure/net/proc/*"))
 
 
 def _proc_net(text: str) -> Any:
