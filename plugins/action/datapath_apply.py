@@ -86,7 +86,7 @@ def summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("spec", "capabilities", "validate"))
+    _VALID_ARGS = frozenset(("spec", "capabilities", "validate", "metrics"))
     _requires_connection = True
 
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -179,9 +179,24 @@ class ActionModule(ActionBase):
         warnings: list[Any] = []
         timings: dict[str, float] = {}
         failed_capability = None
+        metrics = args.get("metrics")
+        if metrics is not None and not isinstance(metrics, Mapping):
+            raise AnsibleActionFail(f"datapath_apply: metrics must be a dict (directory), got {type(metrics).__name__}")
+        metrics_written = False
         if calls:
+            batch_args: dict[str, Any] = {"calls": calls}
+            if metrics is not None:
+                # the converge metrics written by the batch itself, after the calls: no second module call
+                directory = metrics.get("directory")
+                batch_args["metrics"] = {"directory": to_text(directory) if directory else None}
             batch = self._execute_module(module_name=f"{COLLECTION}.datapath_run",
-                                         module_args={"calls": calls}, task_vars=task_vars)
+                                         module_args=batch_args, task_vars=task_vars)
+            written = batch.get("metrics")
+            if isinstance(written, Mapping):
+                if written.get("failed"):
+                    warnings.append(f"metrics_textfile: {to_text(written.get('msg', 'failed'))}")
+                else:
+                    metrics_written = True
             warnings.extend(batch.get("warnings") or [])  # the batch's own: ansible's message objects
             if batch.get("deprecations"):
                 result["deprecations"] = batch["deprecations"]
@@ -225,8 +240,11 @@ class ActionModule(ActionBase):
             violations = firmware_violations({host: {"datapath_plan": plan, "r": results["nic_firmware"]}}, [host],
                                              "r", _bool(firmware["fail_on_unknown"]), firmware["policies"])
         changed = any(bool(r.get("changed")) for r in results.values() if isinstance(r, Mapping))
+        if failed_capability == "kubelet_restart":
+            metrics_written = False  # the node wrote a success its kubelet restart then undid
         result.update(
             changed=changed,
+            metrics_written=metrics_written,
             capabilities=selected,
             results=results,
             seconds=timings,

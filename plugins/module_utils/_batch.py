@@ -28,10 +28,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import K
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import HugePages
 from ansible_collections.aiinfra.datapath.plugins.module_utils._link_mtu import LinkMtu
+from ansible_collections.aiinfra.datapath.plugins.module_utils._metrics_textfile import MetricsTextfile
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import NicFirmware
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
 from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import RoceQos
+from ansible_collections.aiinfra.datapath.plugins.module_utils._site_metrics import HEARTBEAT, SOURCE, site_families
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import SysctlProfile
 from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned_profile import TunedProfile
 
@@ -41,9 +43,9 @@ BACKENDS = dict((cls.name, cls) for cls in (
     SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RoceQos, NicFirmware, NvmeLayout, NfdLabels))
 
 
-def run_call(runner, name, args, check_mode=False, diff=False):
+def run_call(runner, name, args, check_mode=False, diff=False, cls=None):
     """One capability with ``args``, validated as its module validates them; its result dict."""
-    cls = BACKENDS[name]
+    cls = cls or BACKENDS[name]
     checked = ArgumentSpecValidator(**cls.module_spec()).validate(args or {})
     if checked.error_messages:
         # worded as AnsibleModule words them when the module runs alone
@@ -71,6 +73,19 @@ def run_calls(runner, calls, check_mode=False, diff=False, stop_on_failure=True)
     return results
 
 
+def write_metrics(runner, results, options, check_mode=False):
+    """After the calls: the converge metrics of these results (``_site_metrics``), written by
+    metrics_textfile's capability into ``options.directory`` with the same check mode. The
+    result of that call (``changed`` is the file's, not the node's data path)."""
+    outcome = {"failed": any(r["result"].get("failed") for r in results),
+               "results": dict((r["module"], r["result"]) for r in results)}
+    args = {"source": SOURCE, "heartbeat": options.get("heartbeat") or HEARTBEAT,
+            "metrics": site_families(outcome), "filesystems": []}
+    if options.get("directory"):
+        args["directory"] = options["directory"]
+    return run_call(runner, MetricsTextfile.name, args, check_mode, False, cls=MetricsTextfile)
+
+
 def batch_spec():
     """datapath_run's own argument spec."""
     return dict(
@@ -79,6 +94,10 @@ def batch_spec():
             args=dict(type="dict", default={}),
         )),
         stop_on_failure=dict(type="bool", default=True),
+        metrics=dict(type="dict", options=dict(
+            directory=dict(type="path"),
+            heartbeat=dict(type="str"),
+        )),
     )
 
 
@@ -90,7 +109,10 @@ def batch_main(module):
                         module.params["stop_on_failure"])
     changed = any(r["result"].get("changed") for r in results)
     failed = [r for r in results if r["result"].get("failed")]
+    extra = {}
+    if module.params.get("metrics") is not None:
+        extra["metrics"] = write_metrics(Runner(module), results, module.params["metrics"], module.check_mode)
     if failed:
         module.fail_json(msg="%s: %s" % (failed[0]["module"], failed[0]["result"].get("msg", "failed")),
-                         changed=changed, results=results)
-    module.exit_json(changed=changed, results=results)
+                         changed=changed, results=results, **extra)
+    module.exit_json(changed=changed, results=results, **extra)

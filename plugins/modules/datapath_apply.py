@@ -86,6 +86,20 @@ options:
               nfd_labels, sysctl, nvme_cache, k8s_node]
     default: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nvme_layout,
               nfd_labels]
+  metrics:
+    description:
+      - Also write the converge metrics (C(aiinfra_datapath_site.prom), the families of
+        M(aiinfra.datapath.metrics_textfile) with source C(site)) on the node, at the end of the
+        same module call, instead of in a task of their own. C(playbooks/site.yml) sets it and runs
+        its own metrics task only where the result lacks C(metrics_written=true) (a spec error,
+        nothing to run, a failed batch or kubelet restart).
+      - Omitted or V(null) - no metrics are written.
+    type: dict
+    suboptions:
+      directory:
+        description:
+          - The textfile collector's directory (the default of M(aiinfra.datapath.metrics_textfile) when omitted).
+        type: path
 seealso:
   - module: aiinfra.datapath.datapath_facts
   - module: aiinfra.datapath.sysctl_profile
@@ -106,6 +120,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+metrics_written:
+  description: The node wrote (in check mode - checked) the converge metrics in the same call (O(metrics)).
+  type: bool
+  returned: success
 capabilities:
   description: The capabilities selected by O(capabilities) and the run's tags, in order.
   type: list

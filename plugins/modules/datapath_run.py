@@ -56,6 +56,19 @@ options:
     description: Run no further module after one failed.
     type: bool
     default: true
+  metrics:
+    description:
+      - After the calls (also after a failed one), write the converge metrics of their results
+        (C(aiinfra_datapath_site.prom), as M(aiinfra.datapath.metrics_textfile) writes them for
+        source C(site)), in the same check mode. Omitted - none are written.
+    type: dict
+    suboptions:
+      directory:
+        description: The textfile collector's directory (metrics_textfile's default when omitted).
+        type: path
+      heartbeat:
+        description: The heartbeat gauge (the site's by default).
+        type: str
 seealso:
   - module: aiinfra.datapath.datapath_apply
 """
@@ -74,6 +87,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+metrics:
+  description: The result of writing the metrics (O(metrics)), as metrics_textfile returns it.
+  type: dict
+  returned: when O(metrics) is set
 results:
   description: One item per module run, in order.
   type: list

@@ -27,11 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _site_metrics
+
 PREFIX = "aiinfra_datapath_"
 SOURCES = ("site", "audit", "measure", "model_cache")
 # the capabilities a converge and an audit report on (plugin_utils/audit/compare.py CAPABILITIES)
-CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware",
-                "nvme_layout", "nfd_labels")
+CAPABILITIES = _site_metrics.CAPABILITIES
 # an audit also reports the read-only topology (plugin_utils/audit/compare.py CAPABILITIES)
 AUDIT_CAPABILITIES = (*CAPABILITIES, "node_topology")
 PAGE_BYTES = {"2M": 2 * 1024 ** 2, "1G": 1024 ** 3}
@@ -48,26 +49,22 @@ class Metric:
 
 
 _M = Metric
+SITE_ORIGINS = {
+    "aiinfra_datapath_converge_success": "datapath_apply: failed or not",
+    "aiinfra_datapath_converge_capability_failed": "datapath_apply results[capability].failed (capabilities that ran)",
+    "aiinfra_datapath_reboot_required": "datapath_apply results of kernel_cmdline and hugepages (reboot_required)",
+    "aiinfra_datapath_nic_firmware_compliant": "nic_firmware compliance rows of datapath_apply (status compliant / "
+                                               "noncompliant)",
+    "aiinfra_datapath_nic_firmware_info": "nic_firmware compliance rows of datapath_apply",
+}
 CATALOGUE: tuple[Metric, ...] = (
     # -- site.yml --------------------------------------------------------------------------------
     _M("aiinfra_datapath_converge_last_run_timestamp_seconds", "site", (),
        "Unix time of the last site run that wrote this file.",
        "the clock of the node when metrics_textfile ran at the end of site.yml (the heartbeat)"),
-    _M("aiinfra_datapath_converge_success", "site", (),
-       "1 when the last converge (site.yml) of the node succeeded, 0 when a capability or the spec failed.",
-       "datapath_apply: failed or not"),
-    _M("aiinfra_datapath_converge_capability_failed", "site", ("capability",),
-       "1 when the capability failed in the last converge.",
-       "datapath_apply results[capability].failed (capabilities that ran)"),
-    _M("aiinfra_datapath_reboot_required", "site", (),
-       "1 when a change of the last converge takes effect only after a reboot (kernel arguments, boot-time HugePages).",
-       "datapath_apply results of kernel_cmdline and hugepages (reboot_required)"),
-    _M("aiinfra_datapath_nic_firmware_compliant", "site", ("interface",),
-       "1 when the NIC firmware meets the spec's policy, 0 when it does not (interfaces with a known version).",
-       "nic_firmware compliance rows of datapath_apply (status compliant / noncompliant)"),
-    _M("aiinfra_datapath_nic_firmware_info", "site", ("interface", "driver", "psid", "firmware_version", "status"),
-       "NIC firmware of an interface and its compliance status (compliant, noncompliant, unknown); value 1.",
-       "nic_firmware compliance rows of datapath_apply"),
+    # the converge's own families: names, labels and help from module_utils/_site_metrics.py (the node
+    # writes them at the end of its batch)
+    *(_M(name, "site", labels, help_text, SITE_ORIGINS[name]) for name, labels, help_text in _site_metrics.METRICS),
     # -- audit.yml -------------------------------------------------------------------------------
     _M("aiinfra_datapath_audit_last_run_timestamp_seconds", "audit", (),
        "Unix time of the last audit run that wrote this file.",
@@ -199,29 +196,13 @@ class _Families:
                 for m in CATALOGUE if m.name in self.samples]
 
 
+# the keys of each capability's result that site_families reads (the filter passes only these)
+SITE_RESULT_KEYS = _site_metrics.RESULT_KEYS
+
+
 def site_families(apply_result: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """From the registered ``datapath_apply`` result."""
-    out = _Families("site")
-    result = _m(apply_result)
-    results = _m(result.get("results"))
-    out.add("aiinfra_datapath_converge_success", 0 if result.get("failed") or not result else 1)
-    for name in CAPABILITIES:
-        r = _m(results.get(name))
-        if not r or r.get("skipped"):
-            continue
-        out.add("aiinfra_datapath_converge_capability_failed", int(bool(r.get("failed"))), capability=name)
-    if results:
-        reboot = bool(_m(results.get("kernel_cmdline")).get("reboot_required")
-                      or _m(results.get("hugepages")).get("reboot_required"))
-        out.add("aiinfra_datapath_reboot_required", int(reboot))
-    for row in _l(_m(results.get("nic_firmware")).get("compliance")):
-        row = _m(row)
-        interface, status = row.get("interface"), row.get("status") or "unknown"
-        if status in ("compliant", "noncompliant"):
-            out.add("aiinfra_datapath_nic_firmware_compliant", int(status == "compliant"), interface=interface)
-        out.add("aiinfra_datapath_nic_firmware_info", 1, interface=interface, driver=row.get("driver"),
-                psid=row.get("psid"), firmware_version=row.get("firmware_version"), status=status)
-    return out.render()
+    """From the registered ``datapath_apply`` result (the node computes the same at the end of its batch)."""
+    return _site_metrics.site_families(dict(apply_result) if isinstance(apply_result, Mapping) else None)
 
 
 def _page_bytes(size: Any, facts_pool: Mapping[str, Any]) -> int | None:

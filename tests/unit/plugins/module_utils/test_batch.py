@@ -105,3 +105,47 @@ def test_batched_capabilities_take_no_secrets() -> None:
     for name, cls in _batch.BACKENDS.items():
         assert secrets(cls.argument_spec()) == [], name
         assert issubclass(cls, _capability.Capability) and cls.name == name
+
+
+def prom_samples(path: Path) -> dict[str, str]:
+    """``name{labels}`` -> value of a textfile, heartbeat left out."""
+    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    return dict(line.rsplit(" ", 1) for line in lines if "last_run_timestamp" not in line)
+
+
+def test_metrics_written_by_the_batch_equal_the_controllers(tmp_path: Path) -> None:
+    """The node's converge metrics (written after the calls, in the same process) are the families the
+    controller's datapath_metrics('site') filter gives for the same results."""
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import telemetry
+
+    root = make_root(tmp_path)
+    results = run(calls(root))
+    directory = tmp_path / "textfile"
+    written = _batch.write_metrics(None, results, {"directory": str(directory)})
+    assert written["changed"] and not written.get("failed"), written
+    apply_result = {"failed": False, "results": {r["module"]: r["result"] for r in results}}
+    assert _batch.site_families({"failed": False, "results": apply_result["results"]}) == \
+        telemetry.module_args("site", {"result": apply_result})["metrics"]
+    samples = prom_samples(directory / "aiinfra_datapath_site.prom")
+    assert samples == {
+        "aiinfra_datapath_converge_success": "1",
+        'aiinfra_datapath_converge_capability_failed{capability="sysctl_profile"}': "0",
+        'aiinfra_datapath_converge_capability_failed{capability="nfd_labels"}': "0",
+        "aiinfra_datapath_reboot_required": "0",
+    }
+    # a failed call: the converge failed, and the capability is named
+    batch = calls(root)
+    batch[0]["args"]["keys"] = {"net.core.no_such_key": {"value": "1"}}
+    _batch.write_metrics(None, run(batch), {"directory": str(directory)})
+    samples = prom_samples(directory / "aiinfra_datapath_site.prom")
+    assert samples["aiinfra_datapath_converge_success"] == "0"
+    assert samples['aiinfra_datapath_converge_capability_failed{capability="sysctl_profile"}'] == "1"
+
+
+def test_metrics_in_check_mode_write_nothing(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    directory = tmp_path / "textfile"
+    written = _batch.write_metrics(None, run(calls(root), check_mode=True), {"directory": str(directory)},
+                                   check_mode=True)
+    assert written["changed"] and not written.get("failed"), written
+    assert not (directory / "aiinfra_datapath_site.prom").exists()
