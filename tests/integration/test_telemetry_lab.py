@@ -38,7 +38,7 @@ DIRECTORY = "/var/lib/node_exporter/textfile_collector"
 FILES = tuple(f"{DIRECTORY}/aiinfra_datapath_{s}.prom" for s in ("site", "audit", "measure", "model_cache"))
 EXPORTER = "/usr/bin/prometheus-node-exporter"
 PORT = 19100  # not node_exporter's default: a stray exporter of someone else's is never what we read
-WRITE_TASK = "Write the converge metrics (aiinfra_datapath_site.prom)"
+WRITE_TASK = "Write the converge metrics where the converge could not (aiinfra_datapath_site.prom)"
 APPLY_TASK = "Facts, plan and every capability module, once each, in dependency order"
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
