@@ -61,27 +61,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
     LocalSource,
 )
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_model_cache import make_model  # noqa: E402 - the same model files as the module's benchmark
+
 MIB = 1 << 20
 CHUNK = transfer.CHUNK
 ITEM = {"what": "bench", "name": "bench", "version": "1"}
-
-
-def make_model(base: str, size: int) -> list[dict[str, Any]]:
-    """The files of bench_model_cache.py: a sparse weights file and a small random one."""
-    os.makedirs(os.path.join(base, "weights"), exist_ok=True)
-    with open(os.path.join(base, "weights", "model.bin"), "wb") as fh:
-        fh.truncate(size)
-        for offset in range(0, size, 256 * MIB):
-            fh.seek(offset)
-            fh.write(os.urandom(MIB))
-    with open(os.path.join(base, "tokenizer.json"), "wb") as fh:
-        fh.write(os.urandom(3 * MIB))
-    files = []
-    for rel in ("weights/model.bin", "tokenizer.json"):
-        path = os.path.join(base, rel)
-        digest, size_read = transfer.hash_file(path)
-        files.append({"path": rel, "sha256": digest.hexdigest(), "size": size_read})
-    return files
 
 
 # --------------------------------------------------------------------------- variants
