@@ -21,10 +21,6 @@ def datapath_metrics(data: Any, source: str) -> dict[str, Any]:
     """``metrics_textfile`` arguments (source, heartbeat, metrics, filesystems) from ``data``."""
     if not isinstance(data, Mapping):
         raise AnsibleFilterError(f"datapath_metrics: the input must be a dict, got {type(data).__name__}")
-    if source == "site":
-        # only what the site families read: the registered result also holds the node's whole plan
-        # and facts, and converting all of it (once per module argument) cost a second per run
-        data = {"result": _site_view(data.get("result"))}
     plain = _plain(data)
     if source == "measure" and isinstance(plain.get("report"), str):
         try:
@@ -35,19 +31,6 @@ def datapath_metrics(data: Any, source: str) -> dict[str, Any]:
         return _telemetry.module_args(str(source), plain)
     except ValueError as exc:
         raise AnsibleFilterError(f"datapath_metrics: {exc}") from None
-
-
-def _site_view(result: Any) -> dict[str, Any]:
-    """The parts of a ``datapath_apply`` result that ``telemetry.site_families`` reads."""
-    if not isinstance(result, Mapping) or not result:
-        return {}
-    results = result.get("results")
-    view: dict[str, Any] = {"failed": result.get("failed"), "results": {}}
-    if isinstance(results, Mapping):
-        for name, outcome in results.items():
-            if isinstance(outcome, Mapping):
-                view["results"][name] = {key: outcome.get(key) for key in _telemetry.SITE_RESULT_KEYS if key in outcome}
-    return view
 
 
 class FilterModule:

@@ -19,8 +19,6 @@ CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "ro
                 "nvme_layout", "nfd_labels")
 SOURCE = "site"
 HEARTBEAT = "aiinfra_datapath_converge_last_run_timestamp_seconds"
-# the keys of each capability's result that site_families reads
-RESULT_KEYS = ("failed", "skipped", "reboot_required", "compliance")
 
 # (name, labels, help), in the order they are written; all gauges
 METRICS = (

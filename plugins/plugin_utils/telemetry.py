@@ -196,10 +196,6 @@ class _Families:
                 for m in CATALOGUE if m.name in self.samples]
 
 
-# the keys of each capability's result that site_families reads (the filter passes only these)
-SITE_RESULT_KEYS = _site_metrics.RESULT_KEYS
-
-
 def site_families(apply_result: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """From the registered ``datapath_apply`` result (the node computes the same at the end of its batch)."""
     return _site_metrics.site_families(dict(apply_result) if isinstance(apply_result, Mapping) else None)

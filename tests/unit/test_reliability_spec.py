@@ -295,6 +295,32 @@ def _judge_errors(errors: Any) -> str | None:
     return None
 
 
+def _validate_counted(doc: Any, desc: str, where: str, outcomes: dict[str, int], problems: list[str]) -> None:
+    """validate_spec on one mutated document: counted as rejected, valid or traceback; a traceback or an
+    error without a path or message is a problem."""
+    try:
+        errors = validate_spec(doc)
+    except Exception as exc:  # noqa: BLE001 - an escaping exception is the defect counted here
+        outcomes["traceback"] += 1
+        problems.append(f"{desc[:120]}: {where}{type(exc).__name__}: {exc}"[:300])
+        return
+    problem = _judge_errors(errors)
+    if problem:
+        problems.append(f"{desc[:120]}: {problem}")
+    outcomes["rejected" if errors else "valid"] += 1
+
+
+def _record_counts(case: Any, outcomes: dict[str, int], problems: list[str]) -> int:
+    """The counts of a mutation run into its reliability row (the first problems as findings); the total."""
+    tried = sum(outcomes.values())
+    case.hostile(tried)
+    case.faults(tried)
+    case.traceback(outcomes["traceback"])
+    for problem in problems[:3]:
+        case.finding(problem)
+    return tried
+
+
 def test_seeded_spec_mutations(monkeypatch: pytest.MonkeyPatch, reliability) -> None:
     """The base spec as a JSON document, one node at a time retyped (null, bool, 2**64, 1e308, '', '$(reboot)',
     '../../etc/shadow', 5000 characters, [], {}, nested 200 deep), deleted, a list turned into an object or its
@@ -310,24 +336,10 @@ def test_seeded_spec_mutations(monkeypatch: pytest.MonkeyPatch, reliability) -> 
                 doc = json.loads(text)
             except ValueError:
                 doc = text  # a text mutation broke the JSON: the document is that string
-            try:
-                errors = validate_spec(doc)
-            except Exception as exc:  # noqa: BLE001 - an escaping exception is the defect counted here
-                outcomes["traceback"] += 1
-                problems.append(f"{desc[:120]}: {type(exc).__name__}: {exc}"[:300])
-                continue
-            problem = _judge_errors(errors)
-            if problem:
-                problems.append(f"{desc[:120]}: {problem}")
-            outcomes["rejected" if errors else "valid"] += 1
-        tried = sum(outcomes.values())
-        case.hostile(tried)
-        case.faults(tried)
-        case.traceback(outcomes["traceback"])
+            _validate_counted(doc, desc, "", outcomes, problems)
+        tried = _record_counts(case, outcomes, problems)
         case.did(f"{tried} documents: rejected with errors {outcomes['rejected']}, valid {outcomes['valid']} "
                  f"(a mutation the spec allows, e.g. an optional key deleted), tracebacks {outcomes['traceback']}")
-        for problem in problems[:3]:
-            case.finding(problem)
         assert tried == 600
         assert not problems, problems[:5]
         assert not wire.calls
@@ -362,24 +374,10 @@ def test_seeded_spec_file_mutations(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                 outcomes["traceback"] += 1
                 problems.append(f"{desc[:120]}: load: {type(exc).__name__}: {exc}"[:300])
                 continue
-            try:
-                errors = validate_spec(doc)
-            except Exception as exc:  # noqa: BLE001
-                outcomes["traceback"] += 1
-                problems.append(f"{desc[:120]}: validate: {type(exc).__name__}: {exc}"[:300])
-                continue
-            problem = _judge_errors(errors)
-            if problem:
-                problems.append(f"{desc[:120]}: {problem}")
-            outcomes["rejected" if errors else "valid"] += 1
-        tried = sum(outcomes.values())
-        case.hostile(tried)
-        case.faults(tried)
-        case.traceback(outcomes["traceback"])
+            _validate_counted(doc, desc, "validate: ", outcomes, problems)
+        tried = _record_counts(case, outcomes, problems)
         case.did(f"{tried} files: refused by the loader {outcomes['load refused']} (e.g. {example}), rejected by "
                  f"validation {outcomes['rejected']}, valid {outcomes['valid']}, tracebacks {outcomes['traceback']}")
-        for problem in problems[:3]:
-            case.finding(problem)
         assert tried == 400
         assert not problems, problems[:5]
         assert not wire.calls

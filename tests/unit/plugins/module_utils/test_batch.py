@@ -114,8 +114,8 @@ def prom_samples(path: Path) -> dict[str, str]:
 
 
 def test_metrics_written_by_the_batch_equal_the_controllers(tmp_path: Path) -> None:
-    """The node's converge metrics (written after the calls, in the same process) are the families the
-    controller's datapath_metrics('site') filter gives for the same results."""
+    """The node's converge metrics, written after the calls in the same process: the catalogue's families,
+    with the figures of these results."""
     from ansible_collections.aiinfra.datapath.plugins.plugin_utils import telemetry
 
     root = make_root(tmp_path)
@@ -123,9 +123,15 @@ def test_metrics_written_by_the_batch_equal_the_controllers(tmp_path: Path) -> N
     directory = tmp_path / "textfile"
     written = _batch.write_metrics(None, results, {"directory": str(directory)})
     assert written["changed"] and not written.get("failed"), written
-    apply_result = {"failed": False, "results": {r["module"]: r["result"] for r in results}}
-    assert _batch.site_families({"failed": False, "results": apply_result["results"]}) == \
-        telemetry.module_args("site", {"result": apply_result})["metrics"]
+    # every family is the catalogue's (source site, its help and its labels), as docs/telemetry.md lists them
+    families = _batch.site_families({"failed": False, "results": {r["module"]: r["result"] for r in results}})
+    assert [f["name"] for f in families] == [
+        "aiinfra_datapath_converge_success", "aiinfra_datapath_converge_capability_failed",
+        "aiinfra_datapath_reboot_required"]
+    for family in families:
+        metric = telemetry.BY_NAME[family["name"]]
+        assert (metric.source, metric.help, metric.type) == ("site", family["help"], family["type"])
+        assert all(set(sample["labels"]) == set(metric.labels) for sample in family["samples"]), family
     samples = prom_samples(directory / "aiinfra_datapath_site.prom")
     assert samples == {
         "aiinfra_datapath_converge_success": "1",
