@@ -136,11 +136,15 @@ def detect(host, runner, systemctl=None):
         found["netplan"] = "/etc/netplan/*.yaml present" if etc else "%s present" % yaml[0]
     answered = False
     if systemctl:
-        for backend, unit in (("networkmanager", "NetworkManager"), ("networkd", "systemd-networkd")):
-            rc, out, err = runner.run([systemctl, "is-active", unit], check=False)
-            answered = answered or bool((out or "").strip())
-            if (out or "").strip() == "active":
-                found[backend] = "%s is active" % unit
+        # one call for both units: systemctl prints one state per unit, in the order given
+        units = (("networkmanager", "NetworkManager"), ("networkd", "systemd-networkd"))
+        rc, out, err = runner.run([systemctl, "is-active"] + [unit for _, unit in units], check=False)
+        states = [line.strip() for line in (out or "").splitlines()]
+        answered = any(states)
+        if len(states) == len(units):
+            for (backend, unit), state in zip(units, states):
+                if state == "active":
+                    found[backend] = "%s is active" % unit
     if not answered and host.exists(NETWORKD_STATE):
         # No service manager answers (a container, a node without systemd as PID 1): networkd
         # running on its own keeps its state file in /run (a tmpfs: gone with the boot that wrote it).

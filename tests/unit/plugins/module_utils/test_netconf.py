@@ -396,9 +396,9 @@ def test_ifupdown_stanza_in_another_file(node):
 # -- detection -----------------------------------------------------------------------------
 def test_detect_and_choose(node):
     def systemctl(argv):
-        if argv[1:3] == ["is-active", "systemd-networkd"]:
-            return 0, "active\n", ""
-        return 3, "inactive\n", ""
+        # the real systemctl's answer to `is-active NetworkManager systemd-networkd`: a state per unit
+        assert argv[1:] == ["is-active", "NetworkManager", "systemd-networkd"]
+        return 3, "inactive\nactive\n", ""
 
     runner = FakeRunner([systemctl])
     assert _netconf.detect(host(node), runner, "/usr/bin/systemctl") == {"networkd": "systemd-networkd is active"}

@@ -22,7 +22,8 @@ def links():
 def systemctl(active=()):
     def handler(argv):
         if argv[:2] == [SYSTEMCTL, "is-active"]:
-            return (0, "active\n", "") if argv[2] in active else (3, "inactive\n", "")
+            states = ["active" if unit in active else "inactive" for unit in argv[2:]]
+            return (0 if all(s == "active" for s in states) else 3), "".join(s + "\n" for s in states), ""
         return None
     return handler
 
