@@ -26,8 +26,8 @@ From the local path (reference: `cp --sparse=never` + `sync FILE...`):
   odirect_readback O_DIRECT writes, each chunk read back from the destination with O_DIRECT
 
 Over HTTP (reference: `curl -o` + `sync`): http_module (the buffered pipeline as the module runs
-it, writeback every WRITEBACK_EVERY), http_wb256 (every 256 MiB, as the kernel copy), http_nowb
-(no writeback while copying).
+it, writeback every WRITEBACK_EVERY, 256 MiB), http_wb32 (every 32 MiB, the module's setting before),
+http_nowb (no writeback while copying).
 
 Every variant's sha256 is checked against the file's. Prints one line per variant: MiB/s (median
 of --rounds), the ratio to its reference (medians, and fastest rounds), the spread (slowest minus
@@ -219,8 +219,8 @@ def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]],
 
 
 # HTTP from the lab's source server on 127.0.0.1 (sendfile): the buffered pipeline with the module's
-# writeback interval (WRITEBACK_EVERY), with the kernel copy's, or none; `curl` + `sync` is their reference.
-HTTP_VARIANTS = {"http_module": None, "http_wb256": 256 * MIB, "http_nowb": 0}
+# writeback interval (WRITEBACK_EVERY), with 32 MiB (the module's before), or none; `curl` + `sync` is their reference.
+HTTP_VARIANTS = {"http_module": None, "http_wb32": 32 * MIB, "http_nowb": 0}
 
 
 WB = transfer.KERNEL_WRITEBACK_EVERY

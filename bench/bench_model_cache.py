@@ -23,10 +23,10 @@ every node's NVMe cache is laid out with nvme_layout, then:
     replaced for local files (Transfer(kernel_copy=False)), and `cp --sparse=never` + `sync`.
 
 Prints one `name: value` line per figure, with its goal next to it where issue 18 set one;
-ratios come from the same run (median of --rounds; `_best`: fastest of each; `_spread_pct`:
-slowest minus fastest round over the median). From a local path the module copies in the kernel
-(copy_file_range, else sendfile) and hashes each chunk as read back from the copy
-(transfer.kernel_copy). Run as root: `.venv/bin/python bench/bench_model_cache.py`. The lab
+ratios come from the same run (median of --rounds, after --warmup rounds not counted; `_best`:
+fastest of each; `_spread_pct`: slowest minus fastest round over the median). From a local
+path the module copies in the kernel (copy_file_range, else sendfile) and hashes each chunk as
+read back from the copy (transfer.kernel_copy). Run as root: `.venv/bin/python bench/bench_model_cache.py`. The lab
 and the source files are always removed.
 """
 
@@ -208,7 +208,8 @@ class Bench:
         return time.perf_counter() - t0
 
 
-def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, scratch: str) -> list[tuple[str, str]]:
+def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, scratch: str,
+                      warmup: int = 0) -> list[tuple[str, str]]:
     """(c) The verified copy alone, on this host's disk, side by side in one run: the engine's
     kernel copy (copy_file_range/sendfile, each chunk hashed as read back from the copy), the
     buffered pipeline it replaced for local files (read, hash, write in three threads), and
@@ -247,10 +248,12 @@ def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, 
 
     times: dict[str, list[float]] = {"kernel": [], "buffered": [], "cp": []}
     try:
-        for i in range(rounds):
+        for i in range(warmup + rounds):
             order = ["kernel", "buffered", "cp"]
             for how in (order if i % 2 == 0 else order[::-1]):
-                times[how].append(engine(how == "kernel") if how != "cp" else cp())
+                seconds = engine(how == "kernel") if how != "cp" else cp()
+                if i >= warmup:
+                    times[how].append(seconds)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     mib = total / MIB
@@ -271,7 +274,8 @@ def main() -> int:
     parser.add_argument("--name", default="dpmb")
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--size-mib", type=int, default=1024, help="size of the sparse weights file")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1, help="rounds of (a) and (c) run first and not counted")
     parser.add_argument("--throttle", type=int, default=2, help="concurrency limit of the limited run")
     parser.add_argument("--bandwidth-mib", type=int, default=64, help="per-node cap (MiB/s) of the capped runs")
     parser.add_argument("--host-only", action="store_true", help="only (c): the verified copy on this host, no lab")
@@ -286,7 +290,7 @@ def main() -> int:
     figures: list[tuple[str, str]] = []
     try:
         files = make_model(os.path.join(src, "model"), args.size_mib * MIB)
-        figures += host_copy_figures(os.path.join(src, "model"), files, args.rounds, src + "-copy")
+        figures += host_copy_figures(os.path.join(src, "model"), files, args.rounds, src + "-copy", args.warmup)
         if args.host_only:
             return _print(figures)
         nvme = f"{max(2, (args.size_mib * 3) // 1024 + 1)}G"
@@ -302,16 +306,18 @@ def main() -> int:
         times: dict[str, list[float]] = {"mc_http": [], "curl": [], "mc_file": [], "cp": []}
         walls: list[float] = []
         order = ["mc_http", "curl", "mc_file", "cp"]
-        for i in range(args.rounds):
+        for i in range(args.warmup + args.rounds):
             for how in (order if i % 2 == 0 else order[::-1]):
                 bench.clean(node)
                 if how.startswith("mc_"):
                     source = bench.url if how == "mc_http" else bench.local
                     seconds, wall = bench.module_seconds(node, f"r{i}{how[3]}", source)
-                    times[how].append(seconds)
-                    walls.append(wall)
+                    if i >= args.warmup:
+                        walls.append(wall)
                 else:
-                    times[how].append(bench.raw_seconds(node, how))
+                    seconds = bench.raw_seconds(node, how)
+                if i >= args.warmup:  # the first rounds fill caches (the server's, the node's Python, the disk's)
+                    times[how].append(seconds)
         bench.clean(node)
         rate = {k: mib / statistics.median(v) for k, v in times.items()}
         figures += [

@@ -48,8 +48,10 @@ CHUNK = 8 << 20            # bytes per buffer of the copy pipeline, per call of 
 BUFFERS = 6                # buffers in flight: reader, hasher and writer each hold some
 KERNEL_AHEAD = 64          # chunks the kernel copy of a local file may run ahead of its hasher
 READ_BACK = 1 << 20        # bytes the kernel copy's hasher reads back (pread) and hashes at a time
-WRITEBACK_EVERY = 32 << 20  # start the kernel's writeback of what was written, every this many bytes
-KERNEL_WRITEBACK_EVERY = 256 << 20  # the same for the kernel copy, which outruns the disk in larger steps
+# start the kernel's writeback of what was written, every this many bytes (bench_copy_variants.py,
+# over HTTP: every 32 MiB the writer stalled on the disk often enough to cost 30 % against every 256 MiB)
+WRITEBACK_EVERY = 256 << 20
+KERNEL_WRITEBACK_EVERY = WRITEBACK_EVERY  # the same for the kernel copy of a local file
 
 
 def _libc_sync_file_range():
