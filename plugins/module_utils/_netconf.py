@@ -142,8 +142,8 @@ def detect(host, runner, systemctl=None):
         states = [line.strip() for line in (out or "").splitlines()]
         answered = any(states)
         if len(states) == len(units):
-            for (backend, unit), state in zip(units, states):
-                if state == "active":
+            for index, (backend, unit) in enumerate(units):
+                if states[index] == "active":
                     found[backend] = "%s is active" % unit
     if not answered and host.exists(NETWORKD_STATE):
         # No service manager answers (a container, a node without systemd as PID 1): networkd
