@@ -138,7 +138,7 @@ def detect(host, runner, systemctl=None):
     if systemctl:
         # one call for both units: systemctl prints one state per unit, in the order given
         units = (("networkmanager", "NetworkManager"), ("networkd", "systemd-networkd"))
-        rc, out, err = runner.run([systemctl, "is-active"] + [unit for _, unit in units], check=False)
+        rc, out, err = runner.run([systemctl, "is-active"] + [pair[1] for pair in units], check=False)
         states = [line.strip() for line in (out or "").splitlines()]
         answered = any(states)
         if len(states) == len(units):
