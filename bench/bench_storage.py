@@ -32,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "lab"))
@@ -69,7 +70,8 @@ def dd_seconds(lab: Lab, node: str, source: str, ranges: list[tuple[int, int]], 
     return total
 
 
-def paired(read_file, read_raw, rounds: int) -> tuple[list[float], list[float]]:
+def paired(read_file: Callable[[], float], read_raw: Callable[[], float],
+           rounds: int) -> tuple[list[float], list[float]]:
     """``rounds`` pairs of reads, alternating which goes first: load on the host hits both alike."""
     file_s: list[float] = []
     raw_s: list[float] = []
@@ -117,15 +119,19 @@ def main() -> int:
         ranges = extents(lab, node)
         # One pair first, not counted: the first read after the write is the slowest of all (up
         # to 4 times the others here) and would always fall on the same side.
-        paired(lambda: dd_seconds(lab, node, FILE, [(0, size)]), lambda: dd_seconds(lab, node, dev + "p1", ranges), 1)
-        disk_file, disk_raw = paired(lambda: dd_seconds(lab, node, FILE, [(0, size)]),
-                                     lambda: dd_seconds(lab, node, dev + "p1", ranges), args.disk_rounds)
+        def read_file(cold: bool = True) -> float:
+            return dd_seconds(lab, node, FILE, [(0, size)], cold=cold)
+
+        def read_raw(cold: bool = True) -> float:
+            return dd_seconds(lab, node, dev + "p1", ranges, cold=cold)
+
+        paired(read_file, read_raw, 1)
+        disk_file, disk_raw = paired(read_file, read_raw, args.disk_rounds)
         # The backing image into the host's page cache (the loop device reads it buffered), once.
         image = subprocess.run(["losetup", "-n", "-O", "BACK-FILE", dev], capture_output=True, text=True,
                                check=True).stdout.strip()
         subprocess.run(["dd", f"if={image}", "of=/dev/null", "bs=4M", "status=none"], check=True)
-        ram_file, ram_raw = paired(lambda: dd_seconds(lab, node, FILE, [(0, size)], cold=False),
-                                   lambda: dd_seconds(lab, node, dev + "p1", ranges, cold=False), args.rounds)
+        ram_file, ram_raw = paired(lambda: read_file(cold=False), lambda: read_raw(cold=False), args.rounds)
     finally:
         lab.down(log=lambda *_: None)
     mib = size / 1048576

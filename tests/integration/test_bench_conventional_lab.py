@@ -2,8 +2,8 @@
 
 `make bench` is not part of `make test`; this keeps its baseline runnable: it reads the plan
 through the same filter as site.yml, so a renamed plan part breaks it (as the capability
-renames once did, unnoticed until `make bench` failed). It must converge every node and do the
-work site.yml does: the plan's sysctl keys in its file, the cache mounted with the plan's
+renames once did, unnoticed until `make bench` failed). On one lab node it must converge and do
+the work site.yml does: the plan's sysctl keys in its file, the cache mounted with the plan's
 filesystem, the plan's labels written.
 """
 
