@@ -117,14 +117,15 @@ def main() -> int:
         # The raw read covers exactly the blocks the file occupies: the rest of the partition
         # is never written, and holes of the sparse backing file would read for free.
         ranges = extents(lab, node)
-        # One pair first, not counted: the first read after the write is the slowest of all (up
-        # to 4 times the others here) and would always fall on the same side.
+
         def read_file(cold: bool = True) -> float:
             return dd_seconds(lab, node, FILE, [(0, size)], cold=cold)
 
         def read_raw(cold: bool = True) -> float:
             return dd_seconds(lab, node, dev + "p1", ranges, cold=cold)
 
+        # One pair first, not counted: the first read after the write is the slowest of all (up
+        # to 4 times the others here) and would always fall on the same side.
         paired(read_file, read_raw, 1)
         disk_file, disk_raw = paired(read_file, read_raw, args.disk_rounds)
         # The backing image into the host's page cache (the loop device reads it buffered), once.
