@@ -58,8 +58,9 @@ attributes:
   platform:
     support: full
     platforms: posix
-    description: Linux nodes with C(util-linux) (lsblk, wipefs, blkid), C(gdisk) (sgdisk),
-      C(parted) (partprobe), the mkfs tool of the filesystem and, for RAID, C(mdadm).
+    description: Linux nodes with C(util-linux) (lsblk, wipefs, blkid; sfdisk, which Debian ships in
+      C(fdisk), to write the partition table), C(gdisk) (sgdisk, to read it), C(parted) (partprobe),
+      the mkfs tool of the filesystem and, for RAID, C(mdadm).
 options:
   devices:
     description:
@@ -190,14 +191,18 @@ options:
   partition:
     description:
       - C(true) gives each device a GPT with one partition from 1 MiB named
-        O(partition_label) (type FD00 for array members, 8300 otherwise).
+        O(partition_label) (type FD00 for array members, 8300 otherwise), written with C(sfdisk)
+        in the device's logical sectors, then added to the kernel's view with C(partprobe).
       - C(false) uses whole devices as array members or filesystem.
       - xfs needs a filesystem of at least 300 MiB; smaller layouts are refused before
         anything is changed.
     type: bool
     default: true
   partition_label:
-    description: GPT partition name that marks our partition.
+    description:
+      - GPT partition name that marks our partition.
+      - 1 to 36 characters (what a GPT entry holds), without double quotes, backslashes or control
+        characters.
     type: str
     default: aiinfra-cache
   reserve_bytes:

@@ -27,7 +27,7 @@ _conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_conftest)
 run_module = _conftest.run_module
 
-TOOLS = ("losetup", "sgdisk", "partprobe", "wipefs", "blkid", "mkfs.xfs", "mkfs.ext4", "mount", "umount")
+TOOLS = ("losetup", "sgdisk", "sfdisk", "partprobe", "wipefs", "blkid", "mkfs.xfs", "mkfs.ext4", "mount", "umount")
 
 pytestmark = [
     pytest.mark.lab,
@@ -62,10 +62,10 @@ class LabDisks:
         self.dir = tmp_path
         self.loops: list[str] = []
 
-    def new(self, name: str, size: str = "512M") -> str:
+    def new(self, name: str, size: str = "512M", sector: int = 512) -> str:
         image = self.dir / ("%s.img" % name)
         sh("truncate", "-s", size, str(image))
-        loop = sh("losetup", "-fP", "--show", str(image)).strip()
+        loop = sh("losetup", "-fP", "--show", "--sector-size", str(sector), str(image)).strip()
         self.loops.append(loop)
         return loop
 
@@ -375,5 +375,27 @@ def test_reserve_bytes_leaves_the_end_of_the_device_free(disks, tmp_path, run_mo
     last_usable = int(table.split("last usable sector is ")[1].split()[0])
     part = [line.split() for line in table.splitlines() if line.strip().startswith("1 ")][0]
     assert int(part[1]) == 2048
-    assert last_usable - int(part[2]) >= 64 * 1024 * 1024 // 512
+    # exactly the reserve behind the partition: the table's own last usable sector, as sfdisk wrote it,
+    # is the one nvme_layout computed from the device's size and logical sector
+    assert last_usable - int(part[2]) == 64 * 1024 * 1024 // 512
+    assert part[5:] == ["8300", "aiinfra-cache"]
     assert run_module(nvme_layout.main, args)["changed"] is False
+
+
+def test_a_device_of_4096_byte_sectors_gets_its_table_in_its_own_sectors(disks, tmp_path, run_module):
+    """A 4Kn device (an NVMe namespace formatted with 4 KiB LBAs): the GPT's entries take 4 sectors,
+    the partition starts at sector 256 (1 MiB) and ends exactly reserve_bytes before the last usable one."""
+    loop = disks.new("4kn", sector=4096)
+    assert Path("/sys/class/block/%s/queue/logical_block_size" % Path(loop).name).read_text().strip() == "4096"
+    put_fstab(tmp_path)
+    args = layout_args(tmp_path, [loop], reserve_bytes=32 * 1024 * 1024, directories=[])
+    first = run_module(nvme_layout.main, args)
+    assert first["changed"] is True and first["mount"]["mounted"] is True
+    table = sh("sgdisk", "-p", loop)
+    assert "Sector size (logical/physical): 4096/4096 bytes" in table
+    last_usable = int(table.split("last usable sector is ")[1].split()[0])
+    assert last_usable == 512 * 1024 * 1024 // 4096 - 6
+    part = [line.split() for line in table.splitlines() if line.strip().startswith("1 ")][0]
+    assert int(part[1]) == 256 and last_usable - int(part[2]) == 32 * 1024 * 1024 // 4096
+    again = run_module(nvme_layout.main, args)
+    assert again["changed"] is False and again["devices"][0]["class"] == "ours-exact"

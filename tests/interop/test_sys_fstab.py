@@ -162,11 +162,11 @@ def test_nvme_cache_line_is_read_by_findmnt_and_the_mount_argv_is_raw(tmp_path: 
     fs = "DEVNAME=%s\nLABEL=model-cache\nUUID=0f1e2d3c-4b5a-4697-8877-665544332211\nTYPE=xfs\n" % part
     runner = sf.FakeRunner(outputs={("blkid", "-p", "-o", "export", part): [(2, "", ""), (0, fs, "")]})
 
-    def after_sgdisk(argv):
+    def after_sfdisk(argv):
         Path(part).write_text("")
         inspector._partitions["loopX"] = {1: part}
 
-    runner.hooks["sgdisk"] = after_sgdisk
+    runner.hooks["sfdisk"] = after_sfdisk
     inspector = sf.FakeInspector()
     fstab = odd / "root" / "etc" / "fstab"
     fstab.parent.mkdir(parents=True)

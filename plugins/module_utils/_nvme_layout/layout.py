@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Capability, render_diff
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.classify import (
@@ -25,6 +26,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.clas
     wipe_allowed,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.parse import (
+    GPT_NAME_MAX,
     LayoutError,
     fstab_line,
     md_name_matches,
@@ -141,6 +143,10 @@ class NvmeLayout(LayoutPlan, LayoutSteps, Capability):
         if not fs["label"] or len(fs["label"]) > limit:
             raise LayoutError("filesystem.label %r: %s labels have 1 to %d characters"
                               % (fs["label"], fs["type"], limit))
+        label = params["partition_label"]
+        if not label or len(label) > GPT_NAME_MAX or re.search(r'["\\\x00-\x1f\x7f]', label):
+            raise LayoutError("partition_label %r: a GPT partition name has 1 to %d characters, without quotes, "
+                              "backslashes or control characters" % (label, GPT_NAME_MAX))
         if params["reserve_bytes"] < 0:
             raise LayoutError("reserve_bytes must not be negative")
         for item in params["directories"]:
@@ -153,6 +159,8 @@ class NvmeLayout(LayoutPlan, LayoutSteps, Capability):
     # ------------------------------------------------------------------ read
     def required_tools(self):
         tools = ["lsblk", "wipefs", "blkid", "sgdisk", "mount", "mkfs.%s" % self.params["filesystem"]["type"]]
+        if self.params.get("partition", True):
+            tools.append("sfdisk")
         if self.params.get("raid"):
             tools.append("mdadm")
         return tools

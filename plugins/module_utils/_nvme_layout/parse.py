@@ -27,6 +27,15 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._fstab import (
 
 PART_CODE_RAID = "FD00"
 PART_CODE_LINUX = "8300"
+# The GPT type GUIDs of those codes (what sfdisk writes; sgdisk -p shows them as the codes).
+PART_TYPE_GUIDS = {
+    PART_CODE_RAID: "A19D880F-05FC-4D3B-A006-743F0F84911E",
+    PART_CODE_LINUX: "0FC63DAF-8483-4772-8E79-3D69D8477DE4",
+}
+# The partition entry array of a GPT as sfdisk and sgdisk write it: 128 entries of 128 bytes.
+GPT_ENTRIES_BYTES = 128 * 128
+# A GPT partition name holds 36 UTF-16 code units.
+GPT_NAME_MAX = 36
 ALIGN_BYTES = 1024 * 1024
 XFS_MIN_BYTES = 300 * 1024 * 1024
 PT_SIGNATURES = ("gpt", "PMBR")

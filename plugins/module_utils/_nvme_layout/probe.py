@@ -92,6 +92,14 @@ class Inspector(object):
     def majmin(self, name):
         return self._read(self._sysblock(name, "dev"))
 
+    def logical_sector_size(self, name):
+        """The device's logical sector in bytes (the unit of a partition table's sectors)."""
+        text = self._read(self._sysblock(name, "queue", "logical_block_size")) or ""
+        if not re.match(r"^[0-9]{3,5}$", text) or int(text) % 512:
+            raise LayoutError("cannot read the logical sector size of %s (queue/logical_block_size: %r)"
+                              % (name, text))
+        return int(text)
+
     def holders(self, name):
         return self.root.listdir(self._sysblock(name, "holders"))
 

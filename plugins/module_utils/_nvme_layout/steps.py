@@ -19,8 +19,11 @@ import time
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import apply_file
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.classify import describe_content
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.parse import (
+    ALIGN_BYTES,
+    GPT_ENTRIES_BYTES,
     PART_CODE_LINUX,
     PART_CODE_RAID,
+    PART_TYPE_GUIDS,
     LayoutError,
     array_uuid,
     canonical_array_line,
@@ -62,13 +65,10 @@ class LayoutSteps(object):
                 self._wipe(self._dev(state, act.target))
             elif kind == "partition":
                 dev = self._dev(state, act.target)
-                end = "0"
-                reserve = spec.get("reserve_bytes") or 0
-                if reserve:
-                    end = "-%dK" % (reserve // 1024)
-                code = PART_CODE_RAID if raid else PART_CODE_LINUX
-                self._run(["sgdisk", "-n", "1:1MiB:%s" % end, "-t", "1:%s" % code,
-                           "-c", "1:%s" % (spec.get("partition_label") or "aiinfra-cache"), dev["device"]])
+                # sfdisk, not sgdisk: sgdisk sleeps a second after every write. The kernel is
+                # told below (partprobe), the same way for both.
+                self._run(["sfdisk", "--no-reread", "--no-tell-kernel", "-q", dev["device"]],
+                          data=self._gpt_script(dev, PART_CODE_RAID if raid else PART_CODE_LINUX))
                 dev["member"] = self._reread(dev["device"])
                 # Stale signatures of older data at the same offset belong to nothing now.
                 self._run(["wipefs", "-a", dev["member"]])
@@ -164,9 +164,26 @@ class LayoutSteps(object):
                 return dev
         raise LayoutError("internal: unknown device %s" % device)
 
-    def _run(self, argv, record=True):
+    def _gpt_script(self, dev, code):
+        """sfdisk's input for a new GPT with our one partition: from 1 MiB to the last usable
+        sector less ``reserve_bytes``, in the device's logical sectors (what ``sgdisk -n
+        1:1MiB:-<reserve>K`` made before)."""
+        sector = self.inspector.logical_sector_size(os.path.basename(dev["device"]))
+        total = int(dev.get("size") or 0) // sector
+        # the backup header and the backup entry array sit behind the last usable sector
+        last_usable = total - 2 - (GPT_ENTRIES_BYTES + sector - 1) // sector
+        start = ALIGN_BYTES // sector
+        end = last_usable - (self.params.get("reserve_bytes") or 0) // sector
+        if end <= start:
+            raise LayoutError("nothing was changed on %s: %d bytes leave no room for a partition from 1 MiB "
+                              "with reserve_bytes=%d" % (dev["device"], int(dev.get("size") or 0),
+                                                         self.params.get("reserve_bytes") or 0))
+        return 'label: gpt\nstart=%d, size=%d, type=%s, name="%s"\n' % (
+            start, end - start + 1, PART_TYPE_GUIDS[code], self.params.get("partition_label") or "aiinfra-cache")
+
+    def _run(self, argv, record=True, data=None):
         try:
-            return self.runner.run(argv, record=record)
+            return self.runner.run(argv, record=record, data=data)
         except CommandError as exc:  # name the step and what was done before it
             done = self.runner.commands[getattr(self, "_commands_before", 0):-1]
             done_text = ", ".join("%s %s" % (c[0], c[-1]) for c in done) or "none"

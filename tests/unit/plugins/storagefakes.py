@@ -81,6 +81,7 @@ class FakeRunner:
         self.hooks = hooks or {}
         self.commands: list[list[str]] = []
         self.calls: list[list[str]] = []
+        self.stdin: list[tuple[list[str], str]] = []   # (argv, data) of the commands given input
 
     def __call__(self, module) -> FakeRunner:
         return self
@@ -92,6 +93,8 @@ class FakeRunner:
         self.calls.append(list(argv))
         if record:
             self.commands.append(list(argv))
+        if data is not None:
+            self.stdin.append((list(argv), data))
         answer = self.outputs.get(tuple(argv), (0, "", "") if record else (2, "", ""))
         if isinstance(answer, list):
             answer = answer.pop(0) if len(answer) > 1 else answer[0]
@@ -115,6 +118,9 @@ class FakeInspector:
 
     def vanished(self, device):
         return None
+
+    def logical_sector_size(self, name):
+        return 512
 
 
 class RecordedInspector(FakeInspector):

@@ -287,7 +287,7 @@ def test_apply_raid_from_empty_devices_runs_the_planned_commands_in_order(tmp_pa
         nodes[name] = tmp_path / ("%sp1" % name)
     inspector = FakeInspector()
 
-    def after_sgdisk(argv):            # the kernel learns about the new partition
+    def after_sfdisk(argv):            # the kernel learns about the new partition
         name = os.path.basename(argv[-1])
         nodes[name].write_text("")
         inspector._partitions[name] = {1: str(nodes[name])}
@@ -302,7 +302,7 @@ def test_apply_raid_from_empty_devices_runs_the_planned_commands_in_order(tmp_pa
     runner = FakeRunner(
         outputs={("blkid", "-p", "-o", "export", "/dev/md127"): [(2, "", ""), (0, fs, "")],
                  ("mdadm", "--detail", "--brief", "/dev/md127"): (0, brief, "")},
-        hooks={"sgdisk": after_sgdisk, "mdadm": after_mdadm})
+        hooks={"sfdisk": after_sfdisk, "mdadm": after_mdadm})
     conf = tmp_path / "root" / "etc" / "mdadm" / "mdadm.conf"
     conf.parent.mkdir(parents=True)
     conf.write_text("MAILADDR root\n")
@@ -314,10 +314,10 @@ def test_apply_raid_from_empty_devices_runs_the_planned_commands_in_order(tmp_pa
     p7, p8 = str(nodes["loop7"]), str(nodes["loop8"])
     mnt = str(tmp_path / "mnt")
     assert runner.commands == [
-        ["sgdisk", "-n", "1:1MiB:0", "-t", "1:FD00", "-c", "1:aiinfra-cache", "/dev/loop7"],
+        ["sfdisk", "--no-reread", "--no-tell-kernel", "-q", "/dev/loop7"],
         ["partprobe", "/dev/loop7"],
         ["wipefs", "-a", p7],
-        ["sgdisk", "-n", "1:1MiB:0", "-t", "1:FD00", "-c", "1:aiinfra-cache", "/dev/loop8"],
+        ["sfdisk", "--no-reread", "--no-tell-kernel", "-q", "/dev/loop8"],
         ["partprobe", "/dev/loop8"],
         ["wipefs", "-a", p8],
         ["mdadm", "--create", "/dev/md/md-cache", "--run", "--level=0", "--raid-devices=2", "--chunk=512K",
@@ -325,6 +325,9 @@ def test_apply_raid_from_empty_devices_runs_the_planned_commands_in_order(tmp_pa
         ["mkfs.xfs", "-L", "model-cache", "-d", "su=512k,sw=2", "-f", "/dev/md127"],
         ["mount", "-t", "xfs", "-o", "noatime", "/dev/md127", mnt],
     ]
+    # 512 MiB devices of 512-byte sectors: 1 MiB to the last usable sector (1048575 - 33), type FD00
+    table = 'label: gpt\nstart=2048, size=1046495, type=A19D880F-05FC-4D3B-A006-743F0F84911E, name="aiinfra-cache"\n'
+    assert runner.stdin == [(runner.commands[0], table), (runner.commands[3], table)]
     line = "ARRAY /dev/md/md-cache metadata=1.2 UUID=3a1b2c3d:4e5f6071:8293a4b5:c6d7e8f9 name=node1:md-cache"
     assert conf.read_text() == "MAILADDR root\n" + line + "\n"
     assert state.initramfs_update_needed is True
@@ -371,6 +374,37 @@ def test_apply_drops_what_turned_out_to_be_done_already(tmp_path):
     assert state.uuid == "u-1"
 
 
+@pytest.mark.parametrize("sector, reserve, start, size", [
+    (512, 0, 2048, 1048542 - 2048 + 1),                           # last usable: 1048576 - 1 - 32 - 1
+    (512, 64 << 20, 2048, 1048542 - 131072 - 2048 + 1),
+    (4096, 0, 256, 131066 - 256 + 1),                              # 4Kn: the entries take 4 sectors
+    (4096, (64 << 20) + 1000, 256, 131066 - 16384 - 256 + 1),      # a reserve that is no whole sector
+])
+def test_the_partition_table_is_written_in_the_devices_own_sectors(tmp_path, sector, reserve, start, size):
+    """What sfdisk gets: 1 MiB to the end less reserve_bytes, as ``sgdisk -n 1:1MiB:-<reserve>K`` made it
+    (and as _check_partition_sizes expects it), in logical sectors of the device."""
+    class Sectors(FakeInspector):
+        def logical_sector_size(self, name):
+            return sector
+
+    lay, state = layout(tmp_path, [raw_device("empty")], inspector=Sectors(), reserve_bytes=reserve,
+                        partition_label="cache ä,=1")
+    lay._reread = lambda device, expect=True: DEV + "p1"
+    lay.apply(state, [a for a in lay.plan(state) if a.kind == "partition"])
+    assert lay.runner.stdin == [(["sfdisk", "--no-reread", "--no-tell-kernel", "-q", DEV],
+                                 'label: gpt\nstart=%d, size=%d, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, '
+                                 'name="cache ä,=1"\n' % (start, size))]
+
+
+def test_a_device_too_small_for_the_reserve_gets_no_table(tmp_path):
+    lay, state = layout(tmp_path, [raw_device("empty")], reserve_bytes=512 << 20, filesystem=dict(
+        type="ext4", label="model-cache"))
+    with pytest.raises(LayoutError, match=r"nothing was changed on /dev/loopX: 536870912 bytes leave no room "
+                                          r"for a partition from 1 MiB with reserve_bytes=536870912"):
+        lay.apply(state, [a for a in lay.plan(state) if a.kind == "partition"])
+    assert lay.runner.commands == []
+
+
 def test_apply_ext4_whole_devices_uses_stride_and_reserve_is_ignored(tmp_path):
     runner = FakeRunner(outputs={("blkid", "-p", "-o", "export", "/dev/md127"): [(2, "", ""), (0, "UUID=u\n", "")]})
     lay, state = layout(tmp_path, [raw_device("empty", "/dev/loop7"), raw_device("empty", "/dev/loop8")],
@@ -415,4 +449,4 @@ def test_a_failed_command_names_the_step_and_what_was_done_before(tmp_path):
     with pytest.raises(LayoutError) as err:
         lay.apply(state, acts)
     assert err.value.msg.startswith("mkfs.xfs -L model-cache -f /dev/loopXp1 failed (rc=1): mkfs.xfs: no space")
-    assert err.value.msg.endswith("; actions done before: sgdisk /dev/loopX, wipefs /dev/loopXp1")
+    assert err.value.msg.endswith("; actions done before: sfdisk /dev/loopX, wipefs /dev/loopXp1")

@@ -31,6 +31,10 @@ def _args(tmp_path, **over):
     (dict(directories=[dict(path="models", mode="rwx")]), "mode 'rwx' of models is not octal"),
     (dict(mount=dict(path="/")), "mount.path must be an absolute path other than /"),
     (dict(filesystem=dict(label="model-cache-too-long")), "xfs labels have 1 to 12 characters"),
+    # a GPT name holds 36 characters; sfdisk reads it between double quotes
+    *[(dict(partition_label=label), "a GPT partition name has 1 to 36 characters, without quotes, backslashes "
+                                    "or control characters")
+      for label in ("", "x" * 37, 'a"b', "a\\b", "a\nb", "a\tb")],
 ])
 def test_module_rejects_bad_input(tmp_path, run_module, over, message):
     result = run_module(nvme_layout.main, _args(tmp_path, **over), expect_failure=True)
