@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ansible import constants as C
 from ansible import context
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
@@ -34,6 +35,7 @@ else:
 from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware_violations
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, parse_meminfo
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache
 
 COLLECTION = "aiinfra.datapath"
 MARK = "--aiinfra-datapath-numa--"
@@ -189,8 +191,14 @@ class ActionModule(ActionBase):
                 # the converge metrics written by the batch itself, after the calls: no second module call
                 directory = metrics.get("directory")
                 batch_args["metrics"] = {"directory": to_text(directory) if directory else None}
+            cache = self._payload_cache(task_vars)
+            if cache:
+                display.vvv(f"datapath_run payload from the cache of earlier runs: {cache(payload_cache.prime)}",
+                            host=host)
             batch = self._execute_module(module_name=f"{COLLECTION}.datapath_run",
                                          module_args=batch_args, task_vars=task_vars)
+            if cache:
+                display.vvv(f"datapath_run payload for later runs: {cache(payload_cache.keep)}", host=host)
             written = batch.get("metrics")
             if isinstance(written, Mapping):
                 if written.get("failed"):
@@ -260,6 +268,29 @@ class ActionModule(ActionBase):
             failure = results[failed_capability]
             result.update(failed=True, msg=f"{failed_capability}: {to_text(failure.get('msg', 'failed'))}")
         return result
+
+    def _payload_cache(self, task_vars: dict[str, Any]) -> Any:
+        """``step(prime or keep) -> outcome`` for datapath_run's payload (plugin_utils/payload_cache.py),
+        or None where the module does not resolve to a collection file. A cache that fails is no cache."""
+        try:
+            found = self._shared_loader_obj.module_loader.find_plugin_with_context(
+                f"{COLLECTION}.datapath_run", ".py", collection_list=self._task.collections)
+            path = found.plugin_resolved_path or ""
+            match = re.search(r"ansible_collections/(\w+)/(\w+)/plugins/modules/(\w+)\.py$", path)
+            if not match:
+                return None
+            fqn = "ansible_collections.{}.{}.plugins.modules.{}".format(*match.groups())
+            compression = C.config.get_config_value("DEFAULT_MODULE_COMPRESSION", variables=task_vars)
+        except Exception as exc:  # noqa: BLE001 - the payload is then built as usual
+            display.vvv(f"datapath_run payload cache not used: {exc}")
+            return None
+
+        def step(function: Any) -> str:
+            try:
+                return str(function(fqn, path, compression))
+            except Exception as exc:  # noqa: BLE001 - never fail a converge over a cache
+                return f"error ({exc})"
+        return step
 
     def _wanted(self, given: Any) -> list[str]:
         """``capabilities`` with the names before 0.3.0 mapped to today's."""

@@ -1,0 +1,194 @@
+# Copyright: aiinfra.datapath contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A controller cache of the ``datapath_run`` AnsiballZ payload across runs.
+
+ansible-core builds the payload of a module once per run: it parses the module and every
+``module_utils`` file it imports (about 100 files for ``datapath_run``) and zips them, a third
+of a second of controller CPU that every host of the play waits for (the forks wait on one
+lock), on every run, although the sources rarely change between runs. ansible keeps the built
+payload for the rest of the run in its per-run directory (``<local_tmp>/ansiballz_cache/<fqn>-
+<compression>-<extensions>``) and uses it when the file exists there.
+
+This module keeps a copy of that file between runs and puts it back into the next run's
+directory before the module is executed, after checking that it still is what ansible would
+build: every file in the payload is compared, byte for byte, with the source it came from on
+this controller (the module, this collection's module_utils, ansible's module_utils), and the
+key names the ansible-core version, the module's path and the compression. A single differing
+byte, a file that is gone or a file from another collection means no copy: ansible builds the
+payload as usual and the copy is replaced after the run. A payload with extensions (the
+debugger, coverage) has another file name, which this cache never writes.
+
+The cached file is ansible's own pickle, so it is only used from a directory owned by this user
+and not writable by others, and written there with mode 0600 by write-then-rename.
+``AIINFRA_DATAPATH_PAYLOAD_CACHE`` names the directory (default
+``$XDG_CACHE_HOME/aiinfra-datapath/ansiballz``, else ``~/.cache/...``); ``off`` turns it off.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import os
+import pickle
+import stat
+import tempfile
+import zipfile
+from typing import Any
+
+import ansible
+from ansible import constants as C
+from ansible.release import __version__ as ANSIBLE_VERSION
+
+ENV = "AIINFRA_DATAPATH_PAYLOAD_CACHE"
+ANSIBLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ansible.__file__)))
+
+
+def cache_dir(environ: Any = None) -> str | None:
+    """The cache directory, or None when turned off."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(ENV, "")
+    if value.strip().lower() in ("off", "0", "false", "no"):
+        return None
+    if value:
+        return os.path.abspath(os.path.expanduser(value))
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "aiinfra-datapath", "ansiballz")
+
+
+def run_file(fqn: str, compression: str) -> str:
+    """The file ansible looks for in this run (no extensions: the debugger or coverage name theirs)."""
+    return os.path.join(C.DEFAULT_LOCAL_TMP, "ansiballz_cache", f"{fqn}-{compression}-none")
+
+
+def _key(fqn: str, module_path: str, compression: str) -> str:
+    text = "\0".join((ANSIBLE_VERSION, fqn, os.path.realpath(module_path), compression))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _private_dir(path: str) -> bool:
+    """Ours alone: owned by this user, not writable by group or others."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _collection_root(module_path: str, fqn: str) -> tuple[str, str]:
+    """(the payload's prefix of this collection, its root on disk) from the module's path and fqn."""
+    parts = fqn.split(".")  # ansible_collections.<ns>.<name>.plugins.modules.<module>
+    prefix = "/".join(parts[:3]) + "/"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(module_path))))
+    return prefix, root
+
+
+def matches_sources(zip_data: bytes, fqn: str, module_path: str) -> bool:
+    """Whether every file of the payload is, byte for byte, the source on this controller."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data, validate=True)))
+        names = archive.namelist()
+    except (binascii.Error, ValueError, zipfile.BadZipFile):
+        return False
+    prefix, root = _collection_root(module_path, fqn)
+    if not names:
+        return False
+    for name in names:
+        if name.startswith("ansible/"):
+            if name.endswith("__init__.py"):
+                continue  # package markers ansible writes itself (the version is in the key)
+            source = os.path.join(ANSIBLE_ROOT, name)
+        elif name.startswith(prefix):
+            source = os.path.join(root, name[len(prefix):])
+        elif name.endswith("__init__.py") and name.count("/") <= 2:
+            continue  # ansible_collections/__init__.py and the namespace's, written empty by ansible
+        else:
+            return False  # another collection's module_utils: not checked here, so not cached
+        try:
+            with open(source, "rb") as handle:
+                disk = handle.read()
+        except FileNotFoundError:
+            if name.endswith("__init__.py") and not archive.read(name):
+                continue  # a package without __init__.py on disk gets an empty one in the payload
+            return False
+        except OSError:
+            return False
+        if disk != archive.read(name):
+            return False
+    return True
+
+
+def _load(path: str) -> Any:
+    with open(path, "rb") as handle:
+        return pickle.load(handle)
+
+
+def prime(fqn: str, module_path: str, compression: str, environ: Any = None) -> str:
+    """Put the kept payload where this run's ansible looks, when it still matches the sources.
+    Returns what happened: ``off``, ``present`` (already built in this run), ``primed``, ``missing``,
+    ``stale`` or ``unsafe`` (a cache directory others could write)."""
+    directory = cache_dir(environ)
+    if directory is None:
+        return "off"
+    target = run_file(fqn, compression)
+    if os.path.exists(target):
+        return "present"
+    kept = os.path.join(directory, _key(fqn, module_path, compression))
+    if not os.path.exists(kept):
+        return "missing"
+    if not _private_dir(directory):
+        return "unsafe"
+    try:
+        cached = _load(kept)
+        zip_data = cached.zip_data
+    except Exception:  # noqa: BLE001 - any broken or foreign file is only a cache miss
+        return "stale"
+    if not isinstance(zip_data, bytes) or not matches_sources(zip_data, fqn, module_path):
+        return "stale"
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    _write(target, kept)
+    return "primed"
+
+
+def keep(fqn: str, module_path: str, compression: str, environ: Any = None) -> str:
+    """After the module ran: keep this run's payload for the next runs, when it is not kept yet.
+    Returns ``off``, ``kept``, ``current`` (the copy is this payload already), ``absent`` or ``unsafe``."""
+    directory = cache_dir(environ)
+    if directory is None:
+        return "off"
+    built = run_file(fqn, compression)
+    if not os.path.exists(built):
+        return "absent"
+    kept = os.path.join(directory, _key(fqn, module_path, compression))
+    try:
+        if os.path.exists(kept) and _load(kept).zip_data == _load(built).zip_data:
+            return "current"
+    except Exception:  # noqa: BLE001 - a broken copy is replaced below
+        pass
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    if not _private_dir(directory):
+        return "unsafe"
+    try:
+        if not matches_sources(_load(built).zip_data, fqn, module_path):
+            return "absent"  # the sources changed during the run: keep nothing
+    except Exception:  # noqa: BLE001
+        return "absent"
+    _write(kept, built)
+    return "kept"
+
+
+def _write(target: str, source: str) -> None:
+    """Copy by write-then-rename (mode 0600): a concurrent reader sees the old file or the new one."""
+    with open(source, "rb") as handle:
+        data = handle.read()
+    fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".payload-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temp, target)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise

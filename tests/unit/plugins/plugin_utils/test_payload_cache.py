@@ -1,0 +1,210 @@
+"""plugin_utils/payload_cache.py: datapath_run's AnsiballZ payload kept across runs, used only
+while every file in it is still, byte for byte, the source on this controller.
+
+The payloads are built by ansible-core itself (``modify_module``, the function the action
+plugins call), in a child process that installs ansible's collection loader, so this test
+process keeps its plain imports."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible import constants as C
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache as pc
+
+REPO = Path(__file__).resolve().parents[4]
+COLLECTIONS = REPO / ".collections"
+MODULE = str(COLLECTIONS / "ansible_collections/aiinfra/datapath/plugins/modules/datapath_run.py")
+FQN = "ansible_collections.aiinfra.datapath.plugins.modules.datapath_run"
+ZIP = "ZIP_DEFLATED"
+
+# One ansible run in a child process: prime (optional), build the payload as ansible does, keep it.
+_RUN = r"""
+import json, sys
+from ansible import constants as C
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+collections, local_tmp, module, prime = sys.argv[1:5]
+_AnsibleCollectionFinder(paths=[collections])._install()
+C.DEFAULT_LOCAL_TMP = local_tmp
+from ansible.executor.module_common import modify_module
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache as pc
+fqn = "ansible_collections.aiinfra.datapath.plugins.modules.datapath_run"
+primed = pc.prime(fqn, module, "ZIP_DEFLATED") if prime == "yes" else None
+built = modify_module(module_name="datapath_run", module_path=module, module_args={},
+                      templar=Templar(loader=DataLoader()), module_compression="ZIP_DEFLATED",
+                      task_vars={"ansible_python_interpreter": "/usr/bin/python3"})
+print(json.dumps({"primed": primed, "kept": pc.keep(fqn, module, "ZIP_DEFLATED"),
+                  "module": built.b_module_data.decode()}))
+"""
+
+
+def _ansible_run(tmp: Path, name: str, cache: Path, prime: bool) -> dict[str, Any]:
+    local_tmp = tmp / name
+    local_tmp.mkdir()
+    env = dict(os.environ, **{pc.ENV: str(cache)})
+    out = subprocess.run([sys.executable, "-c", _RUN, str(COLLECTIONS), str(local_tmp), MODULE,
+                          "yes" if prime else "no"], env=env, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    result["file"] = local_tmp / "ansiballz_cache" / f"{FQN}-{ZIP}-none"
+    return result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("payload")
+    cache = tmp / "cache"
+    first = _ansible_run(tmp, "first", cache, prime=True)
+    second = _ansible_run(tmp, "second", cache, prime=True)
+    return {"cache": cache, "first": first, "second": second}
+
+
+def _zip_data(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        data = pickle.load(handle).zip_data
+    assert isinstance(data, bytes)
+    return data
+
+
+def _rezip(zip_data: bytes, change: dict[str, bytes]) -> bytes:
+    """The payload with entries replaced or added."""
+    source = zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as target:
+        for name in source.namelist():
+            target.writestr(name, change.pop(name, source.read(name)))
+        for name, data in change.items():
+            target.writestr(name, data)
+    return base64.b64encode(out.getvalue())
+
+
+def test_the_first_run_builds_and_keeps_the_second_runs_the_kept_payload(runs: dict[str, Any]) -> None:
+    first, second = runs["first"], runs["second"]
+    assert (first["primed"], first["kept"]) == ("missing", "kept")
+    assert (second["primed"], second["kept"]) == ("primed", "current")
+    kept = _zip_data(runs["first"]["file"])
+    # ansible used the primed file: the module it sent carries the first run's zip (its timestamps too)
+    assert kept.decode() in second["module"]
+    assert _zip_data(second["file"]) == kept
+    files = list(runs["cache"].iterdir())
+    assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600
+    assert runs["cache"].stat().st_mode & 0o077 == 0
+
+
+def test_the_payload_holds_this_collection_and_ansible_module_utils(runs: dict[str, Any]) -> None:
+    names = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(runs["first"]["file"])))).namelist()
+    assert "ansible_collections/aiinfra/datapath/plugins/modules/datapath_run.py" in names
+    assert "ansible/module_utils/basic.py" in names
+    assert pc.matches_sources(_zip_data(runs["first"]["file"]), FQN, MODULE)
+
+
+@pytest.mark.parametrize("change", [
+    {"ansible_collections/aiinfra/datapath/plugins/modules/datapath_run.py": b"# another module\n"},
+    {"ansible/module_utils/basic.py": b"# another basic.py\n"},
+    {"ansible_collections/aiinfra/datapath/plugins/module_utils/gone.py": b"x = 1\n"},
+    {"ansible_collections/other/coll/plugins/module_utils/x.py": b"x = 1\n"},
+], ids=["module", "ansible-basic", "file-not-on-disk", "another-collection"])
+def test_a_payload_that_differs_from_the_sources_does_not_match(runs: dict[str, Any],
+                                                                change: dict[str, bytes]) -> None:
+    assert not pc.matches_sources(_rezip(_zip_data(runs["first"]["file"]), dict(change)), FQN, MODULE)
+
+
+def test_one_changed_byte_does_not_match(runs: dict[str, Any]) -> None:
+    name = "ansible_collections/aiinfra/datapath/plugins/module_utils/_batch.py"
+    archive = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(runs["first"]["file"]))))
+    data = bytearray(archive.read(name))
+    data[len(data) // 2] ^= 1
+    assert not pc.matches_sources(_rezip(_zip_data(runs["first"]["file"]), {name: bytes(data)}), FQN, MODULE)
+
+
+@pytest.mark.parametrize("data", [b"", b"not base64 !", base64.b64encode(b"not a zip")])
+def test_not_a_payload_does_not_match(data: bytes) -> None:
+    assert not pc.matches_sources(data, FQN, MODULE)
+
+
+@pytest.fixture
+def local_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", str(tmp_path / "run"))
+    return tmp_path / "run"
+
+
+def _kept_copy(runs: dict[str, Any], cache: Path) -> Path:
+    """The first run's kept payload in a fresh cache directory of this test."""
+    cache.mkdir(mode=0o700)
+    source = next(runs["cache"].iterdir())
+    target = cache / source.name
+    target.write_bytes(source.read_bytes())
+    return target
+
+
+def test_a_stale_copy_is_not_primed_and_is_replaced_after_the_run(runs: dict[str, Any], tmp_path: Path,
+                                                                  local_tmp: Path) -> None:
+    cache = tmp_path / "cache"
+    kept = _kept_copy(runs, cache)
+    env = {pc.ENV: str(cache)}
+    with kept.open("rb") as handle:
+        payload = pickle.load(handle)
+    name = "ansible_collections/aiinfra/datapath/plugins/modules/datapath_run.py"
+    stale = type(payload)(zip_data=_rezip(payload.zip_data, {name: b"# old\n"}),
+                          metadata=payload.metadata, source_mapping=payload.source_mapping)
+    kept.write_bytes(pickle.dumps(stale))
+    assert pc.prime(FQN, MODULE, ZIP, env) == "stale"
+    assert not Path(pc.run_file(FQN, ZIP)).exists()
+    # this run's ansible builds the payload (here: the first run's file stands for it), kept after the run
+    Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
+    Path(pc.run_file(FQN, ZIP)).write_bytes(runs["first"]["file"].read_bytes())
+    assert pc.prime(FQN, MODULE, ZIP, env) == "present"
+    assert pc.keep(FQN, MODULE, ZIP, env) == "kept"
+    assert kept.read_bytes() == runs["first"]["file"].read_bytes()
+
+
+def test_a_broken_copy_is_a_miss(runs: dict[str, Any], tmp_path: Path, local_tmp: Path) -> None:
+    cache = tmp_path / "cache"
+    _kept_copy(runs, cache).write_bytes(b"\x80\x04 not a pickle")
+    assert pc.prime(FQN, MODULE, ZIP, {pc.ENV: str(cache)}) == "stale"
+    assert not Path(pc.run_file(FQN, ZIP)).exists()
+
+
+def test_a_directory_others_can_write_is_never_used(runs: dict[str, Any], tmp_path: Path,
+                                                    local_tmp: Path) -> None:
+    cache = tmp_path / "cache"
+    _kept_copy(runs, cache)
+    cache.chmod(0o777)
+    env = {pc.ENV: str(cache)}
+    assert pc.prime(FQN, MODULE, ZIP, env) == "unsafe"
+    assert not Path(pc.run_file(FQN, ZIP)).exists()
+    Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
+    Path(pc.run_file(FQN, ZIP)).write_bytes(runs["first"]["file"].read_bytes())
+    for entry in cache.iterdir():
+        entry.unlink()
+    assert pc.keep(FQN, MODULE, ZIP, env) == "unsafe"
+    assert list(cache.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["off", "OFF", "0", "false", "no"])
+def test_off_turns_it_off(value: str, local_tmp: Path) -> None:
+    assert pc.cache_dir({pc.ENV: value}) is None
+    assert pc.prime(FQN, MODULE, ZIP, {pc.ENV: value}) == "off"
+    assert pc.keep(FQN, MODULE, ZIP, {pc.ENV: value}) == "off"
+
+
+def test_the_default_directory_follows_xdg_cache_home() -> None:
+    assert pc.cache_dir({"XDG_CACHE_HOME": "/c"}) == "/c/aiinfra-datapath/ansiballz"
+    assert pc.cache_dir({}) == os.path.expanduser("~/.cache/aiinfra-datapath/ansiballz")
+    assert pc.cache_dir({pc.ENV: "/x/y", "XDG_CACHE_HOME": "/c"}) == "/x/y"
+
+
+def test_nothing_to_keep_without_a_payload_of_this_run(tmp_path: Path, local_tmp: Path) -> None:
+    assert pc.keep(FQN, MODULE, ZIP, {pc.ENV: str(tmp_path / "cache")}) == "absent"
+    assert pc.prime(FQN, MODULE, ZIP, {pc.ENV: str(tmp_path / "cache")}) == "missing"
