@@ -12,6 +12,7 @@ gate and the summary.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Mapping
@@ -198,7 +199,8 @@ class ActionModule(ActionBase):
             batch = self._execute_module(module_name=f"{COLLECTION}.datapath_run",
                                          module_args=batch_args, task_vars=task_vars)
             if cache:
-                display.vvv(f"datapath_run payload for later runs: {cache(payload_cache.keep)}", host=host)
+                keep = functools.partial(payload_cache.keep, node_magic=batch.get("bytecode_magic"))
+                display.vvv(f"datapath_run payload for later runs: {cache(keep)}", host=host)
             written = batch.get("metrics")
             if isinstance(written, Mapping):
                 if written.get("failed"):

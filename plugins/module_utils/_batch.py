@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import importlib.util
 import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -115,4 +116,6 @@ def batch_main(module):
     if failed:
         module.fail_json(msg="%s: %s" % (failed[0]["module"], failed[0]["result"].get("msg", "failed")),
                          changed=changed, results=results, **extra)
+    # the payload cache of the controller compiles module_utils for nodes of its own Python
+    extra["bytecode_magic"] = importlib.util.MAGIC_NUMBER.hex()
     module.exit_json(changed=changed, results=results, **extra)

@@ -87,6 +87,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+bytecode_magic:
+  description:
+    - The bytecode magic number of the node's Python, in hex (C(a70d0d0a) for Python 3.11).
+    - The controller's payload cache (C(aiinfra.datapath.datapath_apply)) then sends this
+      collection's module_utils compiled for nodes whose Python is the controller's.
+  type: str
+  returned: success
+  sample: a70d0d0a
 metrics:
   description: The result of writing the metrics (O(metrics)), as metrics_textfile returns it.
   type: dict

@@ -8,6 +8,7 @@ process keeps its plain imports."""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import io
 import json
 import os
@@ -33,7 +34,7 @@ _RUN = r"""
 import json, sys
 from ansible import constants as C
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
-collections, local_tmp, module, prime = sys.argv[1:5]
+collections, local_tmp, module, prime, magic = sys.argv[1:6]
 _AnsibleCollectionFinder(paths=[collections])._install()
 C.DEFAULT_LOCAL_TMP = local_tmp
 from ansible.executor.module_common import modify_module
@@ -45,17 +46,17 @@ primed = pc.prime(fqn, module, "ZIP_DEFLATED") if prime == "yes" else None
 built = modify_module(module_name="datapath_run", module_path=module, module_args={},
                       templar=Templar(loader=DataLoader()), module_compression="ZIP_DEFLATED",
                       task_vars={"ansible_python_interpreter": "/usr/bin/python3"})
-print(json.dumps({"primed": primed, "kept": pc.keep(fqn, module, "ZIP_DEFLATED"),
+print(json.dumps({"primed": primed, "kept": pc.keep(fqn, module, "ZIP_DEFLATED", node_magic=magic or None),
                   "module": built.b_module_data.decode()}))
 """
 
 
-def _ansible_run(tmp: Path, name: str, cache: Path, prime: bool) -> dict[str, Any]:
+def _ansible_run(tmp: Path, name: str, cache: Path, prime: bool, magic: str = pc.MAGIC) -> dict[str, Any]:
     local_tmp = tmp / name
     local_tmp.mkdir()
     env = dict(os.environ, **{pc.ENV: str(cache)})
     out = subprocess.run([sys.executable, "-c", _RUN, str(COLLECTIONS), str(local_tmp), MODULE,
-                          "yes" if prime else "no"], env=env, capture_output=True, text=True, check=True)
+                          "yes" if prime else "no", magic], env=env, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     result["file"] = local_tmp / "ansiballz_cache" / f"{FQN}-{ZIP}-none"
     return result
@@ -91,12 +92,13 @@ def _rezip(zip_data: bytes, change: dict[str, bytes]) -> bytes:
 
 def test_the_first_run_builds_and_keeps_the_second_runs_the_kept_payload(runs: dict[str, Any]) -> None:
     first, second = runs["first"], runs["second"]
-    assert (first["primed"], first["kept"]) == ("missing", "kept")
+    assert (first["primed"], first["kept"]) == ("missing", "kept with bytecode")
     assert (second["primed"], second["kept"]) == ("primed", "current")
-    kept = _zip_data(runs["first"]["file"])
-    # ansible used the primed file: the module it sent carries the first run's zip (its timestamps too)
+    kept = _zip_data(next(runs["cache"].iterdir()))
+    # ansible used the primed file: the module it sent carries the kept zip (with the bytecode)
     assert kept.decode() in second["module"]
     assert _zip_data(second["file"]) == kept
+    assert pc.matches_sources(kept, FQN, MODULE)
     files = list(runs["cache"].iterdir())
     assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600
     assert runs["cache"].stat().st_mode & 0o077 == 0
@@ -106,7 +108,85 @@ def test_the_payload_holds_this_collection_and_ansible_module_utils(runs: dict[s
     names = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(runs["first"]["file"])))).namelist()
     assert "ansible_collections/aiinfra/datapath/plugins/modules/datapath_run.py" in names
     assert "ansible/module_utils/basic.py" in names
+    assert not any(name.endswith(".pyc") for name in names), "ansible builds source only"
     assert pc.matches_sources(_zip_data(runs["first"]["file"]), FQN, MODULE)
+
+
+def test_the_kept_copy_compiles_this_collections_module_utils_only(runs: dict[str, Any]) -> None:
+    kept = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(next(runs["cache"].iterdir())))))
+    built = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(runs["first"]["file"]))))
+    compiled = [name for name in kept.namelist() if name.endswith(".pyc")]
+    utils = [name + "c" for name in built.namelist()
+             if name.startswith("ansible_collections/aiinfra/datapath/plugins/module_utils/") and name.endswith(".py")]
+    assert sorted(compiled) == sorted(utils) and len(compiled) > 30
+    for name in built.namelist():  # every other entry as ansible built it
+        assert kept.read(name) == built.read(name)
+    assert kept.read(compiled[0])[:4] == importlib.util.MAGIC_NUMBER
+
+
+def test_nodes_of_another_python_get_the_source_only(tmp_path: Path, runs: dict[str, Any]) -> None:
+    cache = tmp_path / "cache"
+    other = _ansible_run(tmp_path, "other", cache, prime=True, magic="550d0d0a")
+    assert (other["primed"], other["kept"]) == ("missing", "kept")
+    assert not any(name.endswith(".pyc") for name in
+                   zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(next(cache.iterdir()))))).namelist())
+    # a node of the controller's Python later: the copy gains the bytecode, once
+    same = _ansible_run(tmp_path, "same", cache, prime=True)
+    assert (same["primed"], same["kept"]) == ("primed", "kept with bytecode")
+    again = _ansible_run(tmp_path, "again", cache, prime=True, magic="550d0d0a")
+    assert (again["primed"], again["kept"]) == ("primed", "current")
+
+
+PROBE = "ansible_collections/aiinfra/datapath/plugins/module_utils/_probe.py"
+_IMPORT = r"""
+import sys, traceback
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _probe
+try:
+    _probe.boom()
+except ValueError:
+    lines = traceback.format_exc().splitlines()
+print(_probe.__file__.rpartition(".")[2], _probe.VALUE, lines[-3].strip(), lines[-2].strip())
+"""
+
+
+def _probe_zip(tmp_path: Path, source: bytes, change: dict[str, bytes] | None = None) -> str:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name in ("ansible_collections/__init__.py", "ansible_collections/aiinfra/__init__.py",
+                     "ansible_collections/aiinfra/datapath/__init__.py",
+                     "ansible_collections/aiinfra/datapath/plugins/__init__.py",
+                     "ansible_collections/aiinfra/datapath/plugins/module_utils/__init__.py"):
+            archive.writestr(name, b"")
+        archive.writestr(PROBE, source)
+    data = pc.with_bytecode(base64.b64encode(out.getvalue()), PROBE.rpartition("/")[0] + "/")
+    path = tmp_path / "payload.zip"
+    path.write_bytes(base64.b64decode(_rezip(data, dict(change or {}))))
+    return str(path)
+
+
+def _import(path: str) -> str:
+    return subprocess.run([sys.executable, "-c", _IMPORT, path], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+SOURCE = b"VALUE = 1\r\n\n\ndef boom():\n    raise ValueError('x')\n"
+
+
+def test_the_node_imports_the_bytecode_with_the_source_in_tracebacks(tmp_path: Path) -> None:
+    shown = _import(_probe_zip(tmp_path, SOURCE))
+    assert shown == ("pyc 1 File \"<datapath_run bytecode>/ansible_collections/aiinfra/datapath/plugins/"
+                     "module_utils/_probe.py\", line 5, in boom raise ValueError('x')")
+
+
+def test_a_stale_or_foreign_pyc_falls_back_to_the_source(tmp_path: Path) -> None:
+    # the .py changed after the .pyc was compiled: the hash check rejects the .pyc
+    stale = _import(_probe_zip(tmp_path, SOURCE, {PROBE: SOURCE.replace(b"VALUE = 1", b"VALUE = 2")}))
+    assert stale.startswith("py 2 ")
+    # another Python's bytecode (another magic number): compiled from the source
+    archive = zipfile.ZipFile(_probe_zip(tmp_path, SOURCE))
+    foreign = b"\x55\x0d\x0d\x0a" + archive.read(PROBE + "c")[4:]
+    assert _import(_probe_zip(tmp_path, SOURCE, {PROBE + "c": foreign})).startswith("py 1 ")
 
 
 @pytest.mark.parametrize("change", [
