@@ -24,30 +24,48 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-
-try:
-    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import cluster_spec as _spec
-except ImportError as exc:  # pydantic missing: say so when the action runs, not at import
-    _spec = None
-    _IMPORT_ERROR: ImportError | None = exc
-else:
-    _IMPORT_ERROR = None
-
 from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware_violations
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, parse_meminfo
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
-from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache, plan_cache
+
+# cluster_spec (pydantic: 0.2 s to import) is imported when a host's plan is not kept from an
+# earlier run (plugin_utils/plan_cache.py). Where no plan of this code is kept, it is imported
+# here, in ansible's main process, once, before the forks that run the hosts.
+_SPEC: dict[str, Any] = {}
+
+
+def _cluster_spec() -> Any:
+    """The cluster_spec package; AnsibleActionFail when pydantic is missing (at run, not at import)."""
+    if "module" not in _SPEC:
+        try:
+            from ansible_collections.aiinfra.datapath.plugins.plugin_utils import cluster_spec
+        except ImportError as exc:
+            _SPEC["module"], _SPEC["error"] = None, exc
+        else:
+            _SPEC["module"] = cluster_spec
+    if _SPEC["module"] is None:
+        raise AnsibleActionFail(f"{COLLECTION}.datapath_apply needs pydantic>=2 on the controller "
+                                f"(pip install -r requirements.txt): {_SPEC['error']}")
+    return _SPEC["module"]
+
 
 COLLECTION = "aiinfra.datapath"
 MARK = "--aiinfra-datapath-numa--"
 
 # the variables of node_plan's facts argument (see plugin_utils/cluster_spec/plan.py node_facts)
-PLAN_FACT_VARS = ("datapath_memory_bytes", "datapath_numa_nodes", "ansible_memtotal_mb", "ansible_facts",
-                  "datapath_backend")
+# (and ansible_facts.memtotal_mb)
+PLAN_FACT_VARS = ("datapath_memory_bytes", "datapath_numa_nodes", "ansible_memtotal_mb", "datapath_backend")
 # host variables a capability's derived argument reads (the lockout guard's address)
 DERIVE_VARS = ("datapath_connection_address", "ansible_host", "inventory_hostname")
 
 display = Display()
+
+if not plan_cache.warm():
+    try:
+        _cluster_spec()
+    except AnsibleActionFail:
+        pass  # said when the action runs
 
 
 def _bool(value: Any) -> bool:
@@ -96,9 +114,6 @@ class ActionModule(ActionBase):
         task_vars = task_vars if task_vars is not None else {}
         result = super().run(tmp, task_vars)
         del tmp
-        if _spec is None:
-            raise AnsibleActionFail(f"{COLLECTION}.datapath_apply needs pydantic>=2 on the controller "
-                                    f"(pip install -r requirements.txt): {_IMPORT_ERROR}")
         args = self._task.args
         spec_data = args.get("spec")
         if spec_data is None:
@@ -117,7 +132,9 @@ class ActionModule(ActionBase):
         # 0. the spec, validated before anything is read or changed on the node. Every host
         #    checks it (milliseconds); the first host of the play lists every error, the others
         #    point there, so that a broken spec is reported once, in full.
-        errors = _spec.validate_spec(spec_data)
+        kept = plan_cache.PlanCache(host)
+        spec_key = plan_cache.spec_key(spec_data)
+        errors = [] if kept.spec_valid(spec_key) else _cluster_spec().validate_spec(spec_data)
         if errors:
             play_hosts = [str(h) for h in templar.template(task_vars.get("ansible_play_hosts") or [host])]
             first = play_hosts[0] if play_hosts else host
@@ -139,12 +156,24 @@ class ActionModule(ActionBase):
         for name in PLAN_FACT_VARS:
             if name in task_vars:
                 plan_facts[name] = templar.template(task_vars[name])
+        # of Ansible's gathered facts the plan reads memtotal_mb alone (node_facts); the rest
+        # (uptime, dates) would only make the plan's key change on every run
+        ansible_facts = task_vars.get("ansible_facts")
+        if isinstance(ansible_facts, Mapping) and "memtotal_mb" in ansible_facts:
+            plan_facts["ansible_facts"] = {"memtotal_mb": templar.template(ansible_facts["memtotal_mb"])}
         groups = [str(g) for g in templar.template(task_vars.get("group_names", []))]
-        try:
-            plan = _spec.node_plan(spec_data, host, groups, plan_facts)
-        except _spec.SpecValidationError as exc:
-            lines = "\n".join(f"  - {e.render()}" for e in exc.errors)
-            raise AnsibleActionFail(f"{host}: the plan cannot be built:\n{lines}") from None
+        plan_key = plan_cache.plan_key(spec_key, host, groups, plan_facts)
+        plan = kept.plan(plan_key)
+        if plan is None:
+            spec = _cluster_spec()
+            try:
+                plan = spec.node_plan(spec_data, host, groups, plan_facts)
+            except spec.SpecValidationError as exc:
+                lines = "\n".join(f"  - {e.render()}" for e in exc.errors)
+                raise AnsibleActionFail(f"{host}: the plan cannot be built:\n{lines}") from None
+            display.vvv(f"plan computed; for later runs: {kept.keep(spec_key, plan_key, plan)}", host=host)
+        else:
+            display.vvv("plan kept from an earlier run with the same spec, code, groups and facts", host=host)
         lap("plan")
 
         # 3. which capabilities run (datapath_capabilities and this run's tags), and their module

@@ -29,9 +29,8 @@ ansible attributes deprecations by the file names of the running code, which a c
 cannot carry (it names ``<datapath_run bytecode>/ansible_collections/...``).
 
 The cached file is ansible's own pickle, so it is only used from a directory owned by this user
-and not writable by others, and written there with mode 0600 by write-then-rename.
-``AIINFRA_DATAPATH_PAYLOAD_CACHE`` names the directory (default
-``$XDG_CACHE_HOME/aiinfra-datapath/ansiballz``, else ``~/.cache/...``); ``off`` turns it off.
+and not writable by others, and written there with mode 0600 by write-then-rename
+(controller_cache.py: ``$AIINFRA_DATAPATH_CACHE/ansiballz``, ``off`` turns it off).
 """
 
 from __future__ import annotations
@@ -45,16 +44,14 @@ import io
 import marshal
 import os
 import pickle
-import stat
-import tempfile
 import zipfile
 from typing import Any
 
 import ansible
 from ansible import constants as C
 from ansible.release import __version__ as ANSIBLE_VERSION
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils import controller_cache
 
-ENV = "AIINFRA_DATAPATH_PAYLOAD_CACHE"
 # the bytecode magic number of this controller's Python: nodes that report it get compiled module_utils
 MAGIC = importlib.util.MAGIC_NUMBER.hex()
 # the file name compiled code carries (tracebacks, deprecations: the collection's path is what counts)
@@ -64,14 +61,7 @@ ANSIBLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ansible.__file__)
 
 def cache_dir(environ: Any = None) -> str | None:
     """The cache directory, or None when turned off."""
-    environ = os.environ if environ is None else environ
-    value = environ.get(ENV, "")
-    if value.strip().lower() in ("off", "0", "false", "no"):
-        return None
-    if value:
-        return os.path.abspath(os.path.expanduser(value))
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "aiinfra-datapath", "ansiballz")
+    return controller_cache.directory("ansiballz", environ)
 
 
 def run_file(fqn: str, compression: str) -> str:
@@ -82,16 +72,6 @@ def run_file(fqn: str, compression: str) -> str:
 def _key(fqn: str, module_path: str, compression: str) -> str:
     text = "\0".join((ANSIBLE_VERSION, fqn, os.path.realpath(module_path), compression))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _private_dir(path: str) -> bool:
-    """Ours alone: owned by this user, not writable by group or others."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
-            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
 def _collection_root(module_path: str, fqn: str) -> tuple[str, str]:
@@ -157,7 +137,7 @@ def prime(fqn: str, module_path: str, compression: str, environ: Any = None) -> 
     kept = os.path.join(directory, _key(fqn, module_path, compression))
     if not os.path.exists(kept):
         return "missing"
-    if not _private_dir(directory):
+    if not controller_cache.private_dir(directory):
         return "unsafe"
     try:
         cached = _load(kept)
@@ -196,15 +176,14 @@ def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node
                     return "current"
     except Exception:  # noqa: BLE001 - a broken copy is replaced below
         pass
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    if not _private_dir(directory):
+    if not controller_cache.make_private_dir(directory):
         return "unsafe"
     if not isinstance(zip_data, bytes) or not matches_sources(zip_data, fqn, module_path):
         return "absent"  # the sources changed during the run: keep nothing
     if node_magic == MAGIC and not any(name.endswith(".pyc") for name in _names(zip_data)):
         prefix = _collection_root(module_path, fqn)[0] + "plugins/module_utils/"
         data = pickle.dumps(dataclasses.replace(payload, zip_data=with_bytecode(zip_data, prefix)))
-        _write_bytes(kept, data)
+        controller_cache.write_bytes(kept, data)
         return "kept with bytecode"
     _write(kept, built)
     return "kept"
@@ -241,19 +220,6 @@ def with_bytecode(zip_data: bytes, prefix: str) -> bytes:
 
 
 def _write(target: str, source: str) -> None:
-    """Copy ``source`` to ``target`` (see _write_bytes)."""
+    """Copy ``source`` to ``target`` by write-then-rename (mode 0600)."""
     with open(source, "rb") as handle:
-        _write_bytes(target, handle.read())
-
-
-def _write_bytes(target: str, data: bytes) -> None:
-    """Write by write-then-rename (mode 0600): a concurrent reader sees the old file or the new one."""
-    fd, temp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".payload-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(temp, target)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
+        controller_cache.write_bytes(target, handle.read())

@@ -82,7 +82,9 @@ def test_tags_select_capabilities_inside_the_one_task(site_lab: LabHandle) -> No
 
 def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: Path) -> None:
     summary = tmp_path / "out" / "summary.json"
-    result = site_lab.playbook(SITE, "--skip-tags", "firmware", extra_vars={"datapath_summary_file": str(summary)})
+    cache = {"AIINFRA_DATAPATH_CACHE": str(tmp_path / "cache")}  # the controller's kept payload and plans
+    result = site_lab.playbook(SITE, "--skip-tags", "firmware", extra_vars={"datapath_summary_file": str(summary)},
+                               env=cache)
     assert result.rc == 0, failures(result)
     rows = applied(result)
     for node in site_lab.nodes:
@@ -93,8 +95,15 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
     assert "nvme_layout" in written[site_lab.nodes[0]]["changed"]
     assert any(line.startswith("roce_qos ens1f0np0") for line in written[site_lab.nodes[0]]["unsupported"])
 
-    again = site_lab.playbook(SITE)
+    kept = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache" / "plans").iterdir() if p.suffix == ".json"}
+    assert len(kept) == len(site_lab.nodes)  # one plan per host
+
+    again = site_lab.playbook(SITE, env=cache)
     assert again.rc == 0, failures(again)
+    # the second run used the kept plans (a miss would have rewritten its host's file)
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept
+    used = {json.loads(p.read_text())["host"]: json.loads(p.read_text())["plan"] for p in kept}
+    assert used == {node: row["ansible_facts"]["datapath_plan"] for node, row in applied(again).items()}
     assert set(again.changed_hosts().values()) == {0}, again.changed_hosts()
     for node, row in applied(again).items():
         assert row["capabilities"] == ALL
@@ -102,9 +111,11 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
 
     # --check --diff on the converged node: no capability predicts a change, and no diff reads
     # like one (the unchanged NVMe cache once showed "before: block devices ... after: (empty)")
-    preview = site_lab.playbook(SITE, check=True, diff=True)
+    # and with no cache the plan is computed again: the same plan as the one kept
+    preview = site_lab.playbook(SITE, check=True, diff=True, env={"AIINFRA_DATAPATH_CACHE": "off"})
     assert preview.rc == 0, failures(preview)
     for node, row in applied(preview).items():
+        assert row["ansible_facts"]["datapath_plan"] == applied(again)[node]["ansible_facts"]["datapath_plan"]
         assert not row.get("diff"), (node, row.get("diff"))
         assert all(not r.get("actions") for r in row["results"].values() if isinstance(r, dict)), node
 

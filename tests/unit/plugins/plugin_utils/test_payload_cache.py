@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from ansible import constants as C
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache as pc
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.controller_cache import ENV
 
 REPO = Path(__file__).resolve().parents[4]
 COLLECTIONS = REPO / ".collections"
@@ -52,9 +53,10 @@ print(json.dumps({"primed": primed, "kept": pc.keep(fqn, module, "ZIP_DEFLATED",
 
 
 def _ansible_run(tmp: Path, name: str, cache: Path, prime: bool, magic: str = pc.MAGIC) -> dict[str, Any]:
+    """One run with ``cache`` as the payload directory (``<AIINFRA_DATAPATH_CACHE>/ansiballz``)."""
     local_tmp = tmp / name
     local_tmp.mkdir()
-    env = dict(os.environ, **{pc.ENV: str(cache)})
+    env = dict(os.environ, **{ENV: str(cache.parent)})
     out = subprocess.run([sys.executable, "-c", _RUN, str(COLLECTIONS), str(local_tmp), MODULE,
                           "yes" if prime else "no", magic], env=env, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
@@ -65,7 +67,7 @@ def _ansible_run(tmp: Path, name: str, cache: Path, prime: bool, magic: str = pc
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("payload")
-    cache = tmp / "cache"
+    cache = tmp / "root" / "ansiballz"
     first = _ansible_run(tmp, "first", cache, prime=True)
     second = _ansible_run(tmp, "second", cache, prime=True)
     return {"cache": cache, "first": first, "second": second}
@@ -125,7 +127,7 @@ def test_the_kept_copy_compiles_this_collections_module_utils_only(runs: dict[st
 
 
 def test_nodes_of_another_python_get_the_source_only(tmp_path: Path, runs: dict[str, Any]) -> None:
-    cache = tmp_path / "cache"
+    cache = tmp_path / "root" / "ansiballz"
     other = _ansible_run(tmp_path, "other", cache, prime=True, magic="550d0d0a")
     assert (other["primed"], other["kept"]) == ("missing", "kept")
     assert not any(name.endswith(".pyc") for name in
@@ -221,7 +223,7 @@ def local_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _kept_copy(runs: dict[str, Any], cache: Path) -> Path:
     """The first run's kept payload in a fresh cache directory of this test."""
-    cache.mkdir(mode=0o700)
+    cache.mkdir(mode=0o700, parents=True)
     source = next(runs["cache"].iterdir())
     target = cache / source.name
     target.write_bytes(source.read_bytes())
@@ -230,9 +232,9 @@ def _kept_copy(runs: dict[str, Any], cache: Path) -> Path:
 
 def test_a_stale_copy_is_not_primed_and_is_replaced_after_the_run(runs: dict[str, Any], tmp_path: Path,
                                                                   local_tmp: Path) -> None:
-    cache = tmp_path / "cache"
+    cache = tmp_path / "root" / "ansiballz"
     kept = _kept_copy(runs, cache)
-    env = {pc.ENV: str(cache)}
+    env = {ENV: str(cache.parent)}
     with kept.open("rb") as handle:
         payload = pickle.load(handle)
     name = "ansible_collections/aiinfra/datapath/plugins/modules/datapath_run.py"
@@ -250,18 +252,18 @@ def test_a_stale_copy_is_not_primed_and_is_replaced_after_the_run(runs: dict[str
 
 
 def test_a_broken_copy_is_a_miss(runs: dict[str, Any], tmp_path: Path, local_tmp: Path) -> None:
-    cache = tmp_path / "cache"
+    cache = tmp_path / "root" / "ansiballz"
     _kept_copy(runs, cache).write_bytes(b"\x80\x04 not a pickle")
-    assert pc.prime(FQN, MODULE, ZIP, {pc.ENV: str(cache)}) == "stale"
+    assert pc.prime(FQN, MODULE, ZIP, {ENV: str(cache.parent)}) == "stale"
     assert not Path(pc.run_file(FQN, ZIP)).exists()
 
 
 def test_a_directory_others_can_write_is_never_used(runs: dict[str, Any], tmp_path: Path,
                                                     local_tmp: Path) -> None:
-    cache = tmp_path / "cache"
+    cache = tmp_path / "root" / "ansiballz"
     _kept_copy(runs, cache)
     cache.chmod(0o777)
-    env = {pc.ENV: str(cache)}
+    env = {ENV: str(cache.parent)}
     assert pc.prime(FQN, MODULE, ZIP, env) == "unsafe"
     assert not Path(pc.run_file(FQN, ZIP)).exists()
     Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
@@ -274,17 +276,17 @@ def test_a_directory_others_can_write_is_never_used(runs: dict[str, Any], tmp_pa
 
 @pytest.mark.parametrize("value", ["off", "OFF", "0", "false", "no"])
 def test_off_turns_it_off(value: str, local_tmp: Path) -> None:
-    assert pc.cache_dir({pc.ENV: value}) is None
-    assert pc.prime(FQN, MODULE, ZIP, {pc.ENV: value}) == "off"
-    assert pc.keep(FQN, MODULE, ZIP, {pc.ENV: value}) == "off"
+    assert pc.cache_dir({ENV: value}) is None
+    assert pc.prime(FQN, MODULE, ZIP, {ENV: value}) == "off"
+    assert pc.keep(FQN, MODULE, ZIP, {ENV: value}) == "off"
 
 
 def test_the_default_directory_follows_xdg_cache_home() -> None:
     assert pc.cache_dir({"XDG_CACHE_HOME": "/c"}) == "/c/aiinfra-datapath/ansiballz"
     assert pc.cache_dir({}) == os.path.expanduser("~/.cache/aiinfra-datapath/ansiballz")
-    assert pc.cache_dir({pc.ENV: "/x/y", "XDG_CACHE_HOME": "/c"}) == "/x/y"
+    assert pc.cache_dir({ENV: "/x/y", "XDG_CACHE_HOME": "/c"}) == "/x/y/ansiballz"
 
 
 def test_nothing_to_keep_without_a_payload_of_this_run(tmp_path: Path, local_tmp: Path) -> None:
-    assert pc.keep(FQN, MODULE, ZIP, {pc.ENV: str(tmp_path / "cache")}) == "absent"
-    assert pc.prime(FQN, MODULE, ZIP, {pc.ENV: str(tmp_path / "cache")}) == "missing"
+    assert pc.keep(FQN, MODULE, ZIP, {ENV: str(tmp_path / "root")}) == "absent"
+    assert pc.prime(FQN, MODULE, ZIP, {ENV: str(tmp_path / "root")}) == "missing"
