@@ -327,6 +327,8 @@ class ActionModule(ActionBase):
         """``capabilities`` with the names before 0.3.0 mapped to today's."""
         if given is None:
             return list(caps.ORDER)
+        if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, (list, tuple)):
+            raise AnsibleActionFail(f"datapath_apply: capabilities must be a list of names, got {given!r}")
         wanted = []
         for name in (str(c) for c in given):
             if name in caps.ROLE_ALIASES:

@@ -18,15 +18,18 @@ byte, a file that is gone or a file from another collection means no copy: ansib
 payload as usual and the copy is replaced after the run. A payload with extensions (the
 debugger, coverage) has another file name, which this cache never writes.
 
-The kept copy also carries this collection's ``module_utils`` compiled to bytecode (checked
-hash-based ``.pyc`` files, PEP 552), when the node's Python reported the controller's bytecode
-magic number: Python's zipimport then loads them instead of compiling about 40 source files on
-every node and every run (0.08 of the 0.1 s of CPU that importing them takes). The node checks
-each ``.pyc`` against the hash of the ``.py`` next to it in the payload (which is checked against
-this controller's source here), and a Python of another version rejects the magic number and
-compiles the source as before. ansible's own files and the module itself stay source only:
-ansible attributes deprecations by the file names of the running code, which a compiled file
-cannot carry (it names ``<datapath_run bytecode>/ansible_collections/...``).
+The kept copy also carries the payload's ``module_utils`` (this collection's and ansible's)
+compiled to bytecode (checked hash-based ``.pyc`` files, PEP 552), when the node's Python
+reported the controller's bytecode magic number: Python's zipimport then loads them instead of
+compiling about 100 source files on every node and every run (0.15 s of CPU per node, most of
+what the node's Python spends before the first capability runs). The node checks each ``.pyc``
+against the hash of the ``.py`` next to it in the payload (which is checked against this
+controller's source here), and a Python of another version rejects the magic number and
+compiles the source as before. The module itself stays source. Compiled code names its file
+``<datapath_run bytecode>/<path in the payload>`` (zipimport does not rename it to the node's
+temporary path): tracebacks read the same; ansible's own fallback attribution of a deprecation
+by the caller's file (used only where the caller names no collection) reads this collection's
+files as before and ansible's as undetermined instead of ansible-core.
 
 The cached file is ansible's own pickle, so it is only used from a directory owned by this user
 and not writable by others, and written there with mode 0600 by write-then-rename
@@ -38,6 +41,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import fcntl
 import hashlib
 import importlib.util
 import io
@@ -56,6 +60,8 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils import controller
 MAGIC = importlib.util.MAGIC_NUMBER.hex()
 # the file name compiled code carries (tracebacks, deprecations: the collection's path is what counts)
 CODE_PREFIX = "<datapath_run bytecode>/"
+# the zip comment of a kept payload with bytecode (read back from the last bytes alone)
+BYTECODE_COMMENT = b"aiinfra.datapath: module_utils compiled"
 ANSIBLE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ansible.__file__)))
 
 
@@ -93,7 +99,7 @@ def matches_sources(zip_data: bytes, fqn: str, module_path: str) -> bool:
     if not names:
         return False
     for name in names:
-        if name.endswith(".pyc") and name.startswith(prefix) and name[:-1] in names:
+        if name.endswith(".pyc") and name.startswith((prefix, "ansible/")) and name[:-1] in names:
             continue  # compiled here from the .py next to it; the node checks it against that file's hash
         if name.startswith("ansible/"):
             if name.endswith("__init__.py"):
@@ -139,6 +145,25 @@ def prime(fqn: str, module_path: str, compression: str, environ: Any = None) -> 
         return "missing"
     if not controller_cache.private_dir(directory):
         return "unsafe"
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    # the forks of one run start together: one checks the copy against the sources, the others
+    # wait for it and find the file in place, as ansible's own build does (module_common's lock)
+    with open(target + ".prime.lock", "w", encoding="utf-8") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        try:
+            if os.path.exists(target):
+                return "present"
+            if os.path.exists(target + ".stale"):
+                return "stale"  # another fork of this run found the copy stale: ansible builds
+            outcome = _prime(fqn, module_path, kept, target)
+            if outcome == "stale":
+                open(target + ".stale", "w", encoding="utf-8").close()
+            return outcome
+        finally:
+            fcntl.lockf(lock, fcntl.LOCK_UN)
+
+
+def _prime(fqn: str, module_path: str, kept: str, target: str) -> str:
     try:
         cached = _load(kept)
         zip_data = cached.zip_data
@@ -146,7 +171,6 @@ def prime(fqn: str, module_path: str, compression: str, environ: Any = None) -> 
         return "stale"
     if not isinstance(zip_data, bytes) or not matches_sources(zip_data, fqn, module_path):
         return "stale"
-    os.makedirs(os.path.dirname(target), exist_ok=True)
     _write(target, kept)
     return "primed"
 
@@ -164,6 +188,11 @@ def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node
         return "absent"
     kept = os.path.join(directory, _key(fqn, module_path, compression))
     try:
+        if _same_bytes(built, kept) and (node_magic != MAGIC or _has_bytecode(_load(kept).zip_data)):
+            return "current"  # this run used the kept copy (primed): nothing to compare or decode
+    except Exception:  # noqa: BLE001 - a broken copy is replaced below
+        pass
+    try:
         payload = _load(built)
         zip_data = payload.zip_data
     except Exception:  # noqa: BLE001 - not a payload ansible wrote: nothing to keep
@@ -172,7 +201,7 @@ def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node
         if os.path.exists(kept):
             old = _load(kept).zip_data
             if old == zip_data or _sources(old) == _sources(zip_data):
-                if node_magic != MAGIC or any(name.endswith(".pyc") for name in _names(old)):
+                if node_magic != MAGIC or _has_bytecode(old):
                     return "current"
     except Exception:  # noqa: BLE001 - a broken copy is replaced below
         pass
@@ -180,17 +209,29 @@ def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node
         return "unsafe"
     if not isinstance(zip_data, bytes) or not matches_sources(zip_data, fqn, module_path):
         return "absent"  # the sources changed during the run: keep nothing
-    if node_magic == MAGIC and not any(name.endswith(".pyc") for name in _names(zip_data)):
-        prefix = _collection_root(module_path, fqn)[0] + "plugins/module_utils/"
-        data = pickle.dumps(dataclasses.replace(payload, zip_data=with_bytecode(zip_data, prefix)))
+    if node_magic == MAGIC and not _has_bytecode(zip_data):
+        prefixes = (_collection_root(module_path, fqn)[0] + "plugins/module_utils/", "ansible/module_utils/")
+        data = pickle.dumps(dataclasses.replace(payload, zip_data=with_bytecode(zip_data, prefixes)))
         controller_cache.write_bytes(kept, data)
         return "kept with bytecode"
     _write(kept, built)
     return "kept"
 
 
-def _names(zip_data: bytes) -> list[str]:
-    return zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data))).namelist()
+def _same_bytes(one: str, other: str) -> bool:
+    try:
+        if os.path.getsize(one) != os.path.getsize(other):
+            return False
+        with open(one, "rb") as first, open(other, "rb") as second:
+            return first.read() == second.read()
+    except OSError:
+        return False
+
+
+def _has_bytecode(zip_data: bytes) -> bool:
+    """Whether a kept payload carries bytecode, from its zip comment (the archive's last bytes),
+    without decoding the whole payload."""
+    return len(zip_data) % 4 == 0 and BYTECODE_COMMENT in base64.b64decode(zip_data[-88:])
 
 
 def _sources(zip_data: bytes) -> dict[str, bytes]:
@@ -199,13 +240,16 @@ def _sources(zip_data: bytes) -> dict[str, bytes]:
     return {name: archive.read(name) for name in archive.namelist() if not name.endswith(".pyc")}
 
 
-def with_bytecode(zip_data: bytes, prefix: str) -> bytes:
+def with_bytecode(zip_data: bytes, prefix: str | tuple[str, ...]) -> bytes:
     """The payload with a checked hash-based ``.pyc`` (PEP 552) next to every ``.py`` under
-    ``prefix``, compiled as zipimport compiles the source; every other entry as it was."""
+    ``prefix`` (one or several), compiled as zipimport compiles the source; every other entry as it was."""
     source = zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data)))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as target:
+        target.comment = BYTECODE_COMMENT
         for info in source.infolist():
+            if info.filename.endswith(".pyc"):
+                continue  # compiled again below (a copy kept by an earlier version of this cache)
             data = source.read(info)
             target.writestr(info, data)
             if info.filename.startswith(prefix) and info.filename.endswith(".py"):

@@ -40,6 +40,10 @@ def test_old_capability_names_map_to_todays() -> None:
     assert apply._wanted(None) == ORDER
     with pytest.raises(AnsibleActionFail, match="unknown capabilities \\['nope'\\]"):
         apply._wanted(["nope"])
+    # site.yml skips the role's argument-spec task: the action itself refuses what it would refuse
+    for given in ("sysctl_profile", {"sysctl_profile": True}, 3):
+        with pytest.raises(AnsibleActionFail, match="capabilities must be a list of names"):
+            apply._wanted(given)
 
 
 def _settings(hugepages: object = False, labels: object = False) -> dict:

@@ -8,6 +8,7 @@ process keeps its plain imports."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib.util
 import io
 import json
@@ -114,13 +115,20 @@ def test_the_payload_holds_this_collection_and_ansible_module_utils(runs: dict[s
     assert pc.matches_sources(_zip_data(runs["first"]["file"]), FQN, MODULE)
 
 
-def test_the_kept_copy_compiles_this_collections_module_utils_only(runs: dict[str, Any]) -> None:
+def test_the_kept_copy_compiles_the_module_utils_not_the_module(runs: dict[str, Any]) -> None:
     kept = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(next(runs["cache"].iterdir())))))
     built = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(runs["first"]["file"]))))
     compiled = [name for name in kept.namelist() if name.endswith(".pyc")]
-    utils = [name + "c" for name in built.namelist()
-             if name.startswith("ansible_collections/aiinfra/datapath/plugins/module_utils/") and name.endswith(".py")]
-    assert sorted(compiled) == sorted(utils) and len(compiled) > 30
+    utils = [name + "c" for name in built.namelist() if name.endswith(".py") and name.startswith(
+        ("ansible_collections/aiinfra/datapath/plugins/module_utils/", "ansible/module_utils/"))]
+    assert sorted(compiled) == sorted(utils)
+    assert len([n for n in compiled if n.startswith("ansible_collections/")]) > 30
+    assert "ansible/module_utils/basic.pyc" in compiled
+    # marked as compiled in the zip comment, which keep() reads from the payload's last bytes alone
+    assert kept.comment == pc.BYTECODE_COMMENT and built.comment == b""
+    assert pc._has_bytecode(_zip_data(next(runs["cache"].iterdir())))
+    assert not pc._has_bytecode(_zip_data(runs["first"]["file"]))
+    assert not any("/modules/" in name for name in compiled)
     for name in built.namelist():  # every other entry as ansible built it
         assert kept.read(name) == built.read(name)
     assert kept.read(compiled[0])[:4] == importlib.util.MAGIC_NUMBER
@@ -243,8 +251,11 @@ def test_a_stale_copy_is_not_primed_and_is_replaced_after_the_run(runs: dict[str
     kept.write_bytes(pickle.dumps(stale))
     assert pc.prime(FQN, MODULE, ZIP, env) == "stale"
     assert not Path(pc.run_file(FQN, ZIP)).exists()
+    # the other forks of this run do not check the copy again: they find it marked stale for this run
+    kept.write_bytes(pickle.dumps(payload))
+    assert pc.prime(FQN, MODULE, ZIP, env) == "stale"
+    kept.write_bytes(pickle.dumps(stale))
     # this run's ansible builds the payload (here: the first run's file stands for it), kept after the run
-    Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
     Path(pc.run_file(FQN, ZIP)).write_bytes(runs["first"]["file"].read_bytes())
     assert pc.prime(FQN, MODULE, ZIP, env) == "present"
     assert pc.keep(FQN, MODULE, ZIP, env) == "kept"
@@ -290,3 +301,27 @@ def test_the_default_directory_follows_xdg_cache_home() -> None:
 def test_nothing_to_keep_without_a_payload_of_this_run(tmp_path: Path, local_tmp: Path) -> None:
     assert pc.keep(FQN, MODULE, ZIP, {ENV: str(tmp_path / "root")}) == "absent"
     assert pc.prime(FQN, MODULE, ZIP, {ENV: str(tmp_path / "root")}) == "missing"
+
+
+def test_a_copy_compiled_without_the_mark_is_compiled_again_once(runs: dict[str, Any], tmp_path: Path,
+                                                                 local_tmp: Path) -> None:
+    """A copy with .pyc files but no zip comment (kept by the first version of this cache) is not
+    taken for a marked one: the run that used it keeps a marked copy, the next run finds it current."""
+    cache = tmp_path / "root" / "ansiballz"
+    kept = _kept_copy(runs, cache)
+    env = {ENV: str(cache.parent)}
+    with kept.open("rb") as handle:
+        payload = pickle.load(handle)
+    unmarked = _rezip(payload.zip_data, {})  # the same entries, .pyc included, without the comment
+    assert not pc._has_bytecode(unmarked)
+    kept.write_bytes(pickle.dumps(dataclasses.replace(payload, zip_data=unmarked)))
+    assert pc.prime(FQN, MODULE, ZIP, env) == "primed"
+    assert pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC) == "kept with bytecode"
+    with kept.open("rb") as handle:
+        again = pickle.load(handle).zip_data
+    assert pc._has_bytecode(again)
+    names = zipfile.ZipFile(io.BytesIO(base64.b64decode(again))).namelist()
+    assert len(names) == len(set(names)), "each .pyc once"
+    Path(pc.run_file(FQN, ZIP)).unlink()  # the next run
+    assert pc.prime(FQN, MODULE, ZIP, env) == "primed"
+    assert pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC) == "current"
