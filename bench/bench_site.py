@@ -18,6 +18,10 @@ three times each on the same converged lab:
     site_rerun_REV_N_s, site_rerun_this_N_s   medians
     ratio_rerun_this_vs_REV_N                 goal <= 1.05 (no slower, within noise)
 
+Each checkout's runs keep their controller cache (datapath_apply's kept payload and plans,
+AIINFRA_DATAPATH_CACHE) under .cache/bench/controller-cache/, emptied with every new lab: a
+first converge starts cold, as a user's first run does; the re-runs find what it kept.
+
 Run as root: `.venv/bin/python bench/bench_site.py [--sizes 4 8] [--rounds 3] [--compare REV]`
 (part of `make bench`, which runs 4 and 8; larger labs: `--sizes 16 32 64`).
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,9 +49,16 @@ ENV = {**os.environ, "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"), "ANSIB
 CONVENTIONAL = os.path.join(REPO, "bench", "conventional_site.yml")
 
 
+def controller_cache(tree: str) -> str:
+    """The controller cache (kept payload and plans) of one checkout's runs, apart from the user's
+    own and from the other checkout's, so that the two codes of --compare do not replace each
+    other's entries; emptied with each new lab, so that a first converge starts cold."""
+    return os.path.join(REPO, ".cache", "bench", "controller-cache", os.path.basename(tree))
+
+
 def timed(argv: list[str], tree: str = REPO, no_change: bool = False) -> float:
     """Seconds of one run; with ``no_change`` the run must change nothing (a fair re-run)."""
-    env = dict(ENV, ANSIBLE_CONFIG=os.path.join(tree, "ansible.cfg"))
+    env = dict(ENV, ANSIBLE_CONFIG=os.path.join(tree, "ansible.cfg"), AIINFRA_DATAPATH_CACHE=controller_cache(tree))
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree, check=False)
     elapsed = time.perf_counter() - t0
@@ -80,6 +92,7 @@ def worktree(rev: str) -> tuple[str, str]:
 def fresh_lab(nodes: int) -> tuple[Lab, str]:
     lab = Lab(LAB_NAME)
     lab.down(log=lambda *_: None)
+    shutil.rmtree(os.path.dirname(controller_cache(REPO)), ignore_errors=True)
     state = lab.up(LabConfig(name=LAB_NAME, nodes=nodes, nvme_size="1G",
                              inventory_dir=os.path.join(REPO, ".cache", "bench", LAB_NAME)), log=lambda *_: None)
     return lab, os.path.join(state["inventory_dir"], "hosts.yml")

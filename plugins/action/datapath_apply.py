@@ -25,7 +25,7 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware_violations
-from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, parse_meminfo
+from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, memory_facts
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache, plan_cache
 
@@ -146,13 +146,11 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=message, spec_errors=len(errors))
             return result
 
-        # 1. facts: memory and NUMA nodes, as datapath_facts' memory section reads them, by one
-        #    shell command (no Python process on the node for two kernel files)
-        gathered = self._memory_facts()
-        lap("facts")
-
-        # 2. the plan
-        plan_facts: dict[str, Any] = {"datapath_facts": gathered}
+        # 1. facts: memory and NUMA nodes, as datapath_facts' memory section reads them. Where this
+        #    host's plan is kept from an earlier run with the same spec, groups and variables, the
+        #    facts it was computed from are assumed and the node checks them before its first call
+        #    (datapath_run's expect_facts): no separate round trip. Else one shell command reads them.
+        plan_facts: dict[str, Any] = {}
         for name in PLAN_FACT_VARS:
             if name in task_vars:
                 plan_facts[name] = templar.template(task_vars[name])
@@ -162,22 +160,12 @@ class ActionModule(ActionBase):
         if isinstance(ansible_facts, Mapping) and "memtotal_mb" in ansible_facts:
             plan_facts["ansible_facts"] = {"memtotal_mb": templar.template(ansible_facts["memtotal_mb"])}
         groups = [str(g) for g in templar.template(task_vars.get("group_names", []))]
-        plan_key = plan_cache.plan_key(spec_key, host, groups, plan_facts)
-        plan = kept.plan(plan_key)
-        if plan is None:
-            spec = _cluster_spec()
-            try:
-                plan = spec.node_plan(spec_data, host, groups, plan_facts)
-            except spec.SpecValidationError as exc:
-                lines = "\n".join(f"  - {e.render()}" for e in exc.errors)
-                raise AnsibleActionFail(f"{host}: the plan cannot be built:\n{lines}") from None
-            display.vvv(f"plan computed; for later runs: {kept.keep(spec_key, plan_key, plan)}", host=host)
-        else:
-            display.vvv("plan kept from an earlier run with the same spec, code, groups and facts", host=host)
-        lap("plan")
+        inputs_key = plan_cache.plan_key(spec_key, host, groups, plan_facts)
+        assumed = kept.facts(inputs_key)
+        gathered = assumed if assumed is not None else self._memory_facts()
+        lap("facts")
 
-        # 3. which capabilities run (datapath_capabilities and this run's tags), and their module
-        #    arguments: the same function the capability roles call through their filter
+        # 3. which capabilities run (datapath_capabilities and this run's tags)
         run_tags = task_vars.get("ansible_run_tags") or context.CLIARGS.get("tags") or ()
         skip_tags = task_vars.get("ansible_skip_tags") or context.CLIARGS.get("skip_tags") or ()
         selected = [name for name in caps.ORDER
@@ -190,21 +178,49 @@ class ActionModule(ActionBase):
             display.deprecated(message, version="1.0.0", collection_name="aiinfra.datapath")
 
         derive_vars = {name: lookup(name) for name in DERIVE_VARS}
-        settings: dict[str, dict[str, Any]] = {}
-        results: dict[str, Any] = {name: {} for name in caps.ORDER}
-        calls: list[dict[str, Any]] = []
-        for name in caps.ORDER:
-            values = caps.values_from_variables(name, lookup, deprecated if name in selected else None)
-            settings[name] = caps.settings(name, plan, values, derive_vars)
-            if name not in selected:
-                continue
-            module_args = caps.capability_args(name, plan, values, derive_vars)
-            if module_args is None:
-                results[name] = {"changed": False, "skipped": True,
-                                 "skip_reason": f"nothing planned for {name} on this host"}
-                continue
-            calls.append({"module": name, "args": module_args})
-        lap("arguments")
+        values = {name: caps.values_from_variables(name, lookup, deprecated if name in selected else None)
+                  for name in caps.ORDER}
+
+        def planned(gathered: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                                       dict[str, Any], list[dict[str, Any]]]:
+            """2. the plan for these facts; 3. every capability's settings and module arguments
+            (the same function the capability roles call through their filter)."""
+            facts = dict(plan_facts, datapath_facts=gathered)
+            key = plan_cache.plan_key(spec_key, host, groups, facts)
+            plan = kept.plan(key)
+            if plan is None:
+                spec = _cluster_spec()
+                try:
+                    plan = spec.node_plan(spec_data, host, groups, facts)
+                except spec.SpecValidationError as exc:
+                    lines = "\n".join(f"  - {e.render()}" for e in exc.errors)
+                    raise AnsibleActionFail(f"{host}: the plan cannot be built:\n{lines}") from None
+                outcome = kept.keep(spec_key, key, plan, inputs_key, gathered)
+                display.vvv(f"plan computed; for later runs: {outcome}", host=host)
+            else:
+                display.vvv("plan kept from an earlier run with the same spec, code, groups and facts", host=host)
+            settings: dict[str, dict[str, Any]] = {}
+            results: dict[str, Any] = {name: {} for name in caps.ORDER}
+            calls: list[dict[str, Any]] = []
+            for name in caps.ORDER:
+                settings[name] = caps.settings(name, plan, values[name], derive_vars)
+                if name not in selected:
+                    continue
+                module_args = caps.capability_args(name, plan, values[name], derive_vars)
+                if module_args is None:
+                    results[name] = {"changed": False, "skipped": True,
+                                     "skip_reason": f"nothing planned for {name} on this host"}
+                    continue
+                calls.append({"module": name, "args": module_args})
+            return plan, settings, results, calls
+
+        plan, settings, results, calls = planned(gathered)
+        if assumed is not None and not calls:
+            # no module call to check the assumed facts: read them, and plan again where they changed
+            gathered = self._memory_facts()
+            if gathered != assumed:
+                plan, settings, results, calls = planned(gathered)
+        lap("plan")
 
         # 4. every module call in one Python process on the node
         diffs: list[Any] = []
@@ -225,8 +241,21 @@ class ActionModule(ActionBase):
             if cache:
                 display.vvv(f"datapath_run payload from the cache of earlier runs: {cache(payload_cache.prime)}",
                             host=host)
+            if assumed is not None:
+                batch_args["expect_facts"] = {k: assumed.get(k) for k in ("memory_bytes", "numa_nodes")}
             batch = self._execute_module(module_name=f"{COLLECTION}.datapath_run",
                                          module_args=batch_args, task_vars=task_vars)
+            if batch.get("facts_differ") and isinstance(batch.get("datapath_facts"), Mapping):
+                # the node's memory or NUMA nodes changed since the plan was kept: nothing ran there;
+                # plan again for the facts the node reported and call once more
+                display.vvv(f"facts changed since the plan was kept: {batch['datapath_facts']}", host=host)
+                gathered = dict(batch["datapath_facts"])
+                plan, settings, results, calls = planned(gathered)
+                batch_args["calls"] = calls
+                batch_args.pop("expect_facts")
+                batch = (self._execute_module(module_name=f"{COLLECTION}.datapath_run",
+                                              module_args=batch_args, task_vars=task_vars)
+                         if calls else {"results": []})
             if cache:
                 keep = functools.partial(payload_cache.keep, node_magic=batch.get("bytecode_magic"))
                 display.vvv(f"datapath_run payload for later runs: {cache(keep)}", host=host)
@@ -350,7 +379,4 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"datapath_apply: cannot read /proc/meminfo on the node: "
                                     f"rc={out.get('rc')} {to_text(out.get('stderr', ''))[-500:]}")
         meminfo, _mark, nodes = text.partition(MARK)
-        total = parse_meminfo(meminfo).get("MemTotal")
-        count = len([n for n in nodes.split() if re.match(r"^node\d+$", n)])
-        return {"gathered": ["memory"], "memory_bytes": total * 1024 if total is not None else None,
-                "numa_nodes": count or None}
+        return memory_facts(meminfo, nodes.split())

@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import importlib.util
+import os
 import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -27,7 +28,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, run
 from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import KernelCmdline
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
-from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import HugePages
+from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, HugePages, memory_facts
 from ansible_collections.aiinfra.datapath.plugins.module_utils._link_mtu import LinkMtu
 from ansible_collections.aiinfra.datapath.plugins.module_utils._metrics_textfile import MetricsTextfile
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
@@ -99,13 +100,42 @@ def batch_spec():
             directory=dict(type="path"),
             heartbeat=dict(type="str"),
         )),
+        expect_facts=dict(type="dict"),
     )
+
+
+def read_memory_facts():
+    """The node facts datapath_apply plans with, read here (see _hugepages.memory_facts)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            meminfo = handle.read()
+    except (IOError, OSError):
+        meminfo = ""
+    try:
+        entries = os.listdir(NODE_ROOT)
+    except OSError:
+        entries = []
+    return memory_facts(meminfo, entries)
+
+
+def facts_differ(expected):
+    """The node's facts where they are not ``expected`` (memory_bytes, numa_nodes); else None."""
+    actual = read_memory_facts()
+    if any(actual.get(key) != expected.get(key) for key in ("memory_bytes", "numa_nodes")):
+        return actual
+    return None
 
 
 def batch_main(module):
     """datapath_run's main(): every call, then one result with each call's result."""
     from ansible_collections.aiinfra.datapath.plugins.module_utils._runner import Runner
 
+    magic = importlib.util.MAGIC_NUMBER.hex()
+    if module.params.get("expect_facts") is not None:
+        actual = facts_differ(module.params["expect_facts"])
+        if actual is not None:  # planned for another node: run nothing, say what the node has
+            module.exit_json(changed=False, results=[], facts_differ=True, datapath_facts=actual,
+                             bytecode_magic=magic)
     results = run_calls(Runner(module), module.params["calls"], module.check_mode, module._diff,
                         module.params["stop_on_failure"])
     changed = any(r["result"].get("changed") for r in results)
@@ -117,5 +147,5 @@ def batch_main(module):
         module.fail_json(msg="%s: %s" % (failed[0]["module"], failed[0]["result"].get("msg", "failed")),
                          changed=changed, results=results, **extra)
     # the payload cache of the controller compiles module_utils for nodes of its own Python
-    extra["bytecode_magic"] = importlib.util.MAGIC_NUMBER.hex()
+    extra["bytecode_magic"] = magic
     module.exit_json(changed=changed, results=results, **extra)

@@ -65,6 +65,16 @@ def size_label(kb):
     return "%dkB" % kb
 
 
+def memory_facts(meminfo, node_entries):
+    """datapath_apply's node facts: MemTotal in bytes and the count of NUMA nodes, from the text of
+    /proc/meminfo and the names in /sys/devices/system/node (the action reads them by one shell
+    command; datapath_run reads them itself to check the facts a kept plan assumed)."""
+    total = parse_meminfo(meminfo).get("MemTotal")
+    count = len([name for name in node_entries if re.match(r"^node\d+$", name)])
+    return {"gathered": ["memory"], "memory_bytes": total * 1024 if total is not None else None,
+            "numa_nodes": count or None}
+
+
 def parse_meminfo(text):
     info = {}
     for line in (text or "").splitlines():

@@ -69,6 +69,14 @@ options:
       heartbeat:
         description: The heartbeat gauge (the site's by default).
         type: str
+  expect_facts:
+    description:
+      - The node facts the calls were planned for (C(memory_bytes), C(numa_nodes), as
+        RV(datapath_facts) reports them). Read first; where they differ, no module runs and the
+        result says so (RV(facts_differ)), with the facts read, for the caller to plan again.
+      - M(aiinfra.datapath.datapath_apply) sends them where it uses a plan kept from an earlier
+        run, instead of reading the facts by a command of their own.
+    type: dict
 seealso:
   - module: aiinfra.datapath.datapath_apply
 """
@@ -87,11 +95,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+facts_differ:
+  description: The node's facts are not O(expect_facts); no module ran and RV(results) is empty.
+  type: bool
+  returned: when O(expect_facts) is set and the facts differ
+  sample: true
+datapath_facts:
+  description: The node's memory facts (C(memory_bytes), C(numa_nodes)) where RV(facts_differ).
+  type: dict
+  returned: when RV(facts_differ)
+  sample: {"gathered": ["memory"], "memory_bytes": 68719476736, "numa_nodes": 2}
 bytecode_magic:
   description:
     - The bytecode magic number of the node's Python, in hex (C(a70d0d0a) for Python 3.11).
-    - The controller's payload cache (C(aiinfra.datapath.datapath_apply)) then sends this
-      collection's module_utils compiled for nodes whose Python is the controller's.
+    - The controller's payload cache (C(aiinfra.datapath.datapath_apply)) then sends the
+      module_utils compiled for nodes whose Python is the controller's.
   type: str
   returned: success
   sample: a70d0d0a

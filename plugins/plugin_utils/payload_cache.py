@@ -177,9 +177,13 @@ def _prime(fqn: str, module_path: str, kept: str, target: str) -> str:
 
 def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node_magic: str | None = None) -> str:
     """After the module ran: keep this run's payload for the next runs, when it is not kept yet; with
-    this collection's module_utils compiled when ``node_magic`` (the node's bytecode magic number,
-    hex) is this controller's. Returns ``off``, ``kept``, ``kept with bytecode``, ``current`` (the
-    copy holds this payload already), ``absent`` or ``unsafe``."""
+    the module_utils compiled when ``node_magic`` (the node's bytecode magic number, hex) is this
+    controller's. Returns ``off``, ``kept``, ``kept with bytecode``, ``current`` (the copy holds this
+    payload already), ``absent`` or ``unsafe``.
+
+    The forks of a run call this together: one keeps (and compiles) under a lock, and the copy
+    names the payload it was made from (``<copy>.from``: the sha256 of ansible's file), so the
+    others, and later runs, know it as current without decoding either."""
     directory = cache_dir(environ)
     if directory is None:
         return "off"
@@ -187,45 +191,66 @@ def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node
     if not os.path.exists(built):
         return "absent"
     kept = os.path.join(directory, _key(fqn, module_path, compression))
+    if _current(built, kept, node_magic):
+        return "current"
+    if not controller_cache.make_private_dir(directory):
+        return "unsafe"
+    with open(kept + ".lock", "w", encoding="utf-8") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        try:
+            if _current(built, kept, node_magic):
+                return "current"  # another fork of this run kept it meanwhile
+            return _keep(fqn, module_path, built, kept, node_magic)
+        finally:
+            fcntl.lockf(lock, fcntl.LOCK_UN)
+
+
+def _current(built: str, kept: str, node_magic: str | None) -> bool:
+    """Whether the kept copy is this run's payload (the file itself, primed, or the copy made from
+    it), with bytecode where the node could use it."""
     try:
-        if _same_bytes(built, kept) and (node_magic != MAGIC or _has_bytecode(_load(kept).zip_data)):
-            return "current"  # this run used the kept copy (primed): nothing to compare or decode
-    except Exception:  # noqa: BLE001 - a broken copy is replaced below
-        pass
+        with open(built, "rb") as handle:
+            data = handle.read()
+        with open(kept, "rb") as handle:
+            copy = handle.read()
+        if copy != data:
+            with open(kept + ".from", encoding="ascii") as handle:
+                if handle.read().strip() != hashlib.sha256(data).hexdigest():
+                    return False
+        return node_magic != MAGIC or _has_bytecode(pickle.loads(copy).zip_data)
+    except Exception:  # noqa: BLE001 - missing, broken or foreign: not current
+        return False
+
+
+def _keep(fqn: str, module_path: str, built: str, kept: str, node_magic: str | None) -> str:
     try:
-        payload = _load(built)
+        with open(built, "rb") as handle:
+            raw = handle.read()
+        payload = pickle.loads(raw)
         zip_data = payload.zip_data
     except Exception:  # noqa: BLE001 - not a payload ansible wrote: nothing to keep
         return "absent"
+    source = hashlib.sha256(raw).hexdigest().encode() + b"\n"
     try:
         if os.path.exists(kept):
             old = _load(kept).zip_data
             if old == zip_data or _sources(old) == _sources(zip_data):
                 if node_magic != MAGIC or _has_bytecode(old):
+                    controller_cache.write_bytes(kept + ".from", source)
                     return "current"
     except Exception:  # noqa: BLE001 - a broken copy is replaced below
         pass
-    if not controller_cache.make_private_dir(directory):
-        return "unsafe"
     if not isinstance(zip_data, bytes) or not matches_sources(zip_data, fqn, module_path):
         return "absent"  # the sources changed during the run: keep nothing
     if node_magic == MAGIC and not _has_bytecode(zip_data):
         prefixes = (_collection_root(module_path, fqn)[0] + "plugins/module_utils/", "ansible/module_utils/")
         data = pickle.dumps(dataclasses.replace(payload, zip_data=with_bytecode(zip_data, prefixes)))
-        controller_cache.write_bytes(kept, data)
-        return "kept with bytecode"
-    _write(kept, built)
-    return "kept"
-
-
-def _same_bytes(one: str, other: str) -> bool:
-    try:
-        if os.path.getsize(one) != os.path.getsize(other):
-            return False
-        with open(one, "rb") as first, open(other, "rb") as second:
-            return first.read() == second.read()
-    except OSError:
-        return False
+        outcome = "kept with bytecode"
+    else:
+        data, outcome = raw, "kept"
+    controller_cache.write_bytes(kept, data)
+    controller_cache.write_bytes(kept + ".from", source)
+    return outcome
 
 
 def _has_bytecode(zip_data: bytes) -> bool:

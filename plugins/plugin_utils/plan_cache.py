@@ -12,7 +12,11 @@ changes between runs. This module keeps, per host, the plan and the keys it was 
   ``plugin_utils`` and ``module_utils``, pydantic's version file, the Python version) and the spec
   itself, as canonical JSON;
 - the *plan key*: the spec key, the host's name, its groups and the facts the plan reads
-  (memory, NUMA nodes, backend), also as canonical JSON.
+  (memory, NUMA nodes, backend), also as canonical JSON;
+- the *inputs key*: the plan key without the node's own facts (memory bytes and NUMA nodes as
+  ``datapath_apply`` reads them from the node). The entry keeps those facts too: a run whose
+  inputs key matches assumes them, and datapath_run checks them on the node before its first
+  call (``expect_facts``); where they changed, nothing runs and the action plans again.
 
 A spec whose key is a host's kept spec key was valid when it was kept (only plans of valid specs
 are kept), and a plan whose key matches is the plan ``node_plan`` returns for these inputs: both
@@ -132,8 +136,18 @@ class PlanCache:
         plan: dict[str, Any] = entry["plan"]
         return plan
 
-    def keep(self, spec: str | None, key: str | None, plan: Mapping[str, Any]) -> str:
-        """Keep the plan of a valid spec. Returns ``off``, ``kept``, ``current``, ``not json`` or ``unsafe``."""
+    def facts(self, inputs: str | None) -> dict[str, Any] | None:
+        """The node facts (``datapath_facts``) the kept plan was computed from, when its other inputs
+        (``inputs``: the plan key without the node facts) are these; None otherwise."""
+        entry = self._read()
+        if inputs is None or entry.get("inputs") != inputs or not isinstance(entry.get("facts"), dict):
+            return None
+        return dict(entry["facts"])
+
+    def keep(self, spec: str | None, key: str | None, plan: Mapping[str, Any], inputs: str | None = None,
+             facts: Mapping[str, Any] | None = None) -> str:
+        """Keep the plan of a valid spec, with the node facts it was computed from and the key of its
+        other inputs. Returns ``off``, ``kept``, ``current``, ``not json`` or ``unsafe``."""
         if not self.path or not self.directory:
             return "off"
         if not controller_cache.make_private_dir(self.directory):
@@ -142,10 +156,11 @@ class PlanCache:
             return self._cold()
         if self.plan(key) is not None:
             return "current"
-        text = canonical(plan)
-        if text is None or json.loads(text) != plan:
+        text = canonical([plan, facts])
+        if text is None or json.loads(text) != [plan, facts]:
             return self._cold()  # would not come back as it is (tuples, integer keys, NaN)
-        entry = {"host": self.host, "spec": spec, "plan_key": key, "code": code_digest(), "plan": plan}
+        entry = {"host": self.host, "spec": spec, "plan_key": key, "code": code_digest(), "plan": plan,
+                 "inputs": inputs, "facts": dict(facts) if facts is not None else None}
         controller_cache.write_bytes(self.path, json.dumps(entry, sort_keys=True).encode())
         self._entry = entry
         if not _marked(self.directory, "code"):

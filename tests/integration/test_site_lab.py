@@ -104,6 +104,19 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
     assert {p: p.stat().st_mtime_ns for p in kept} == kept
     used = {json.loads(p.read_text())["host"]: json.loads(p.read_text())["plan"] for p in kept}
     assert used == {node: row["ansible_facts"]["datapath_plan"] for node, row in applied(again).items()}
+
+    # a kept plan whose node facts are no longer the node's (more memory, say): the node refuses to
+    # run it (datapath_run's expect_facts), the plan is made again for the node's facts and applied
+    first = next(iter(kept))
+    entry = json.loads(first.read_text())
+    real = dict(entry["facts"])
+    first.write_text(json.dumps(dict(entry, facts=dict(real, memory_bytes=real["memory_bytes"] * 2))))
+    fixed = site_lab.playbook(SITE, limit=entry["host"], env=cache)
+    assert fixed.rc == 0, failures(fixed)
+    row = applied(fixed)[entry["host"]]
+    assert row["ansible_facts"]["datapath_facts"] == real and not row["changed"]
+    assert row["ansible_facts"]["datapath_plan"] == used[entry["host"]]
+    assert json.loads(first.read_text())["facts"] == real
     assert set(again.changed_hosts().values()) == {0}, again.changed_hosts()
     for node, row in applied(again).items():
         assert row["capabilities"] == ALL

@@ -155,3 +155,42 @@ def test_metrics_in_check_mode_write_nothing(tmp_path: Path) -> None:
                                    check_mode=True)
     assert written["changed"] and not written.get("failed"), written
     assert not (directory / "aiinfra_datapath_site.prom").exists()
+
+
+def test_the_node_reads_the_facts_the_action_reads() -> None:
+    """datapath_run's own reading of memory and NUMA nodes equals the action's (one function, two readers)."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, memory_facts
+
+    with open("/proc/meminfo") as handle:
+        meminfo = handle.read()
+    names = sorted(Path(NODE_ROOT).iterdir()) if Path(NODE_ROOT).is_dir() else []
+    # the action's shell command prints `ls` of the node directory after the marker
+    assert _batch.read_memory_facts() == memory_facts(meminfo, [p.name for p in names])
+    facts = _batch.read_memory_facts()
+    assert facts["memory_bytes"] and facts["memory_bytes"] % 1024 == 0
+    assert _batch.facts_differ({"memory_bytes": facts["memory_bytes"], "numa_nodes": facts["numa_nodes"]}) is None
+    assert _batch.facts_differ({"memory_bytes": facts["memory_bytes"] + 1024, "numa_nodes": facts["numa_nodes"]}) \
+        == facts
+    assert memory_facts("MemTotal:  1024 kB\n", ["node0", "node1", "possible", "has_cpu"]) == \
+        {"gathered": ["memory"], "memory_bytes": 1 << 20, "numa_nodes": 2}
+    assert memory_facts("", []) == {"gathered": ["memory"], "memory_bytes": None, "numa_nodes": None}
+
+
+def test_facts_other_than_expected_run_nothing(tmp_path: Path, run_module: Any) -> None:
+    """A plan kept for other facts (memory, NUMA nodes) must not be applied: datapath_run reads the
+    facts first and returns them without running a call; with the facts expected, it runs."""
+    from ansible_collections.aiinfra.datapath.plugins.modules import datapath_run
+
+    root = make_root(tmp_path)
+    actual = _batch.read_memory_facts()
+    other = {"memory_bytes": (actual["memory_bytes"] or 0) * 2, "numa_nodes": actual["numa_nodes"]}
+    result = run_module(datapath_run.main, {"calls": calls(root), "expect_facts": other})
+    assert result["facts_differ"] is True and result["results"] == [] and result["changed"] is False
+    assert result["datapath_facts"] == actual
+    assert not (root / FEATURES).exists() and (root / "proc/sys/net/core/somaxconn").read_text() == "4096\n"
+
+    expected = {"memory_bytes": actual["memory_bytes"], "numa_nodes": actual["numa_nodes"]}
+    result = run_module(datapath_run.main, {"calls": calls(root), "expect_facts": expected})
+    assert "facts_differ" not in result
+    assert [r["module"] for r in result["results"]] == ["sysctl_profile", "nfd_labels"]
+    assert (root / FEATURES).exists()

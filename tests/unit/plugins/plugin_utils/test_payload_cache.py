@@ -97,13 +97,16 @@ def test_the_first_run_builds_and_keeps_the_second_runs_the_kept_payload(runs: d
     first, second = runs["first"], runs["second"]
     assert (first["primed"], first["kept"]) == ("missing", "kept with bytecode")
     assert (second["primed"], second["kept"]) == ("primed", "current")
-    kept = _zip_data(next(runs["cache"].iterdir()))
+    kept = _zip_data(_kept_file(runs["cache"]))
     # ansible used the primed file: the module it sent carries the kept zip (with the bytecode)
     assert kept.decode() in second["module"]
     assert _zip_data(second["file"]) == kept
     assert pc.matches_sources(kept, FQN, MODULE)
-    files = list(runs["cache"].iterdir())
-    assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600
+    files = sorted(p.name for p in runs["cache"].iterdir())
+    name = _kept_file(runs["cache"]).name
+    # the copy, the sha256 of the payload it was made from and the lock the forks of a run take
+    assert files == [name, name + ".from", name + ".lock"]
+    assert all((runs["cache"] / f).stat().st_mode & 0o777 == 0o600 for f in files[:2])
     assert runs["cache"].stat().st_mode & 0o077 == 0
 
 
@@ -116,7 +119,7 @@ def test_the_payload_holds_this_collection_and_ansible_module_utils(runs: dict[s
 
 
 def test_the_kept_copy_compiles_the_module_utils_not_the_module(runs: dict[str, Any]) -> None:
-    kept = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(next(runs["cache"].iterdir())))))
+    kept = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(_kept_file(runs["cache"])))))
     built = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(runs["first"]["file"]))))
     compiled = [name for name in kept.namelist() if name.endswith(".pyc")]
     utils = [name + "c" for name in built.namelist() if name.endswith(".py") and name.startswith(
@@ -126,7 +129,7 @@ def test_the_kept_copy_compiles_the_module_utils_not_the_module(runs: dict[str, 
     assert "ansible/module_utils/basic.pyc" in compiled
     # marked as compiled in the zip comment, which keep() reads from the payload's last bytes alone
     assert kept.comment == pc.BYTECODE_COMMENT and built.comment == b""
-    assert pc._has_bytecode(_zip_data(next(runs["cache"].iterdir())))
+    assert pc._has_bytecode(_zip_data(_kept_file(runs["cache"])))
     assert not pc._has_bytecode(_zip_data(runs["first"]["file"]))
     assert not any("/modules/" in name for name in compiled)
     for name in built.namelist():  # every other entry as ansible built it
@@ -139,7 +142,7 @@ def test_nodes_of_another_python_get_the_source_only(tmp_path: Path, runs: dict[
     other = _ansible_run(tmp_path, "other", cache, prime=True, magic="550d0d0a")
     assert (other["primed"], other["kept"]) == ("missing", "kept")
     assert not any(name.endswith(".pyc") for name in
-                   zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(next(cache.iterdir()))))).namelist())
+                   zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(_kept_file(cache))))).namelist())
     # a node of the controller's Python later: the copy gains the bytecode, once
     same = _ansible_run(tmp_path, "same", cache, prime=True)
     assert (same["primed"], same["kept"]) == ("primed", "kept with bytecode")
@@ -229,10 +232,16 @@ def local_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "run"
 
 
+def _kept_file(cache: Path) -> Path:
+    """The kept payload in a cache directory (next to it: ``.from`` and ``.lock``)."""
+    (kept,) = [p for p in cache.iterdir() if "." not in p.name]
+    return kept
+
+
 def _kept_copy(runs: dict[str, Any], cache: Path) -> Path:
     """The first run's kept payload in a fresh cache directory of this test."""
     cache.mkdir(mode=0o700, parents=True)
-    source = next(runs["cache"].iterdir())
+    source = _kept_file(runs["cache"])
     target = cache / source.name
     target.write_bytes(source.read_bytes())
     return target
@@ -323,5 +332,37 @@ def test_a_copy_compiled_without_the_mark_is_compiled_again_once(runs: dict[str,
     names = zipfile.ZipFile(io.BytesIO(base64.b64decode(again))).namelist()
     assert len(names) == len(set(names)), "each .pyc once"
     Path(pc.run_file(FQN, ZIP)).unlink()  # the next run
+    assert pc.prime(FQN, MODULE, ZIP, env) == "primed"
+    assert pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC) == "current"
+
+
+def test_the_forks_of_a_cold_run_compile_once(runs: dict[str, Any], tmp_path: Path, local_tmp: Path) -> None:
+    """Every fork of a run keeps after its host's call, at about the same time: one compiles and
+    keeps, the others find its copy current (the lock, then the copy's .from) without compiling."""
+    import multiprocessing
+
+    cache = tmp_path / "root" / "ansiballz"
+    env = {ENV: str(cache.parent)}
+    Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
+    Path(pc.run_file(FQN, ZIP)).write_bytes(runs["first"]["file"].read_bytes())  # ansible's build of this run
+    context = multiprocessing.get_context("fork")
+    outcomes = context.Queue()
+    start = context.Event()
+
+    def fork() -> None:
+        start.wait()
+        outcomes.put(pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC))
+
+    workers = [context.Process(target=fork) for _index in range(6)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    for worker in workers:
+        worker.join(60)
+    got = sorted(outcomes.get(timeout=5) for _worker in workers)
+    assert got == ["current"] * 5 + ["kept with bytecode"]
+    assert pc._has_bytecode(_zip_data(_kept_file(cache)))
+    # the next run's forks: the copy is current for each, by its bytes (primed) and its zip comment
+    Path(pc.run_file(FQN, ZIP)).unlink()
     assert pc.prime(FQN, MODULE, ZIP, env) == "primed"
     assert pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC) == "current"

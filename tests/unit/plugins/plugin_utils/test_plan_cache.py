@@ -108,7 +108,7 @@ def test_only_plain_json_is_kept_and_a_plan_that_cannot_be_kept_marks_the_cache_
 
 def test_off_keeps_nothing(tmp_path: Path) -> None:
     env = {ENV: "off"}
-    status, _ = _keep(env, base())
+    status = _keep(env, base())[0]
     assert status == "off"
     assert not pc.warm(env)
     assert pc.PlanCache("h1", env).plan(_keys(base())[1]) is None
@@ -177,3 +177,27 @@ def test_the_plan_reads_no_gathered_fact_but_memtotal_mb() -> None:
     full = node_plan(spec, "h1", ["gpu"], {"ansible_facts": gathered})
     assert full == node_plan(spec, "h1", ["gpu"], {"ansible_facts": {"memtotal_mb": 257_000}})
     assert full != node_plan(spec, "h1", ["gpu"], {"ansible_facts": {"memtotal_mb": 128_000}})
+
+
+def test_the_node_facts_of_a_kept_plan_come_back_only_for_the_same_other_inputs(env: dict[str, str]) -> None:
+    """datapath_apply assumes the kept facts (and lets the node check them) only where the spec,
+    the host, its groups and its variables are those of the kept plan."""
+    spec, gathered = base(), {"gathered": ["memory"], "memory_bytes": 64 << 30, "numa_nodes": 2}
+    variables = {"datapath_backend": "files"}
+    spec_key = pc.spec_key(spec)
+    inputs = pc.plan_key(spec_key, "h1", ["gpu"], variables)
+    facts = dict(variables, datapath_facts=gathered)
+    key = pc.plan_key(spec_key, "h1", ["gpu"], facts)
+    plan = node_plan(spec, "h1", ["gpu"], facts)
+    assert pc.PlanCache("h1", env).keep(spec_key, key, plan, inputs, gathered) == "kept"
+    kept = pc.PlanCache("h1", env)
+    assert kept.facts(inputs) == gathered
+    assert kept.plan(pc.plan_key(spec_key, "h1", ["gpu"], dict(variables, datapath_facts=kept.facts(inputs)))) == plan
+    for other in (pc.plan_key(spec_key, "h1", ["gpu", "rack1"], variables),
+                  pc.plan_key(spec_key, "h1", ["gpu"], {"datapath_backend": "tuned"}),
+                  pc.plan_key(pc.spec_key(example()), "h1", ["gpu"], variables), None):
+        assert kept.facts(other) is None
+    # an entry kept without facts (by a caller that passes none) assumes nothing
+    assert pc.PlanCache("h2", env).keep(spec_key, pc.plan_key(spec_key, "h2", ["gpu"], facts),
+                                        node_plan(spec, "h2", ["gpu"], facts)) == "kept"
+    assert pc.PlanCache("h2", env).facts(pc.plan_key(spec_key, "h2", ["gpu"], variables)) is None
