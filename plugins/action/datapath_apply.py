@@ -214,8 +214,11 @@ class ActionModule(ActionBase):
                 calls.append({"module": name, "args": module_args})
             return plan, settings, results, calls
 
+        metrics = args.get("metrics")
+        if metrics is not None and not isinstance(metrics, Mapping):
+            raise AnsibleActionFail(f"datapath_apply: metrics must be a dict (directory), got {type(metrics).__name__}")
         plan, settings, results, calls = planned(gathered)
-        if assumed is not None and not calls:
+        if assumed is not None and not calls and metrics is None:
             # no module call to check the assumed facts: read them, and plan again where they changed
             gathered = self._memory_facts()
             if gathered != assumed:
@@ -227,11 +230,8 @@ class ActionModule(ActionBase):
         warnings: list[Any] = []
         timings: dict[str, float] = {}
         failed_capability = None
-        metrics = args.get("metrics")
-        if metrics is not None and not isinstance(metrics, Mapping):
-            raise AnsibleActionFail(f"datapath_apply: metrics must be a dict (directory), got {type(metrics).__name__}")
         metrics_written = False
-        if calls:
+        if calls or metrics is not None:  # with nothing to run, the call writes the metrics alone
             batch_args: dict[str, Any] = {"calls": calls}
             if metrics is not None:
                 # the converge metrics written by the batch itself, after the calls: no second module call
@@ -255,7 +255,7 @@ class ActionModule(ActionBase):
                 batch_args.pop("expect_facts")
                 batch = (self._execute_module(module_name=f"{COLLECTION}.datapath_run",
                                               module_args=batch_args, task_vars=task_vars)
-                         if calls else {"results": []})
+                         if calls or metrics is not None else {"results": []})
             if cache:
                 keep = functools.partial(payload_cache.keep, node_magic=batch.get("bytecode_magic"))
                 display.vvv(f"datapath_run payload for later runs: {cache(keep)}", host=host)

@@ -29,6 +29,12 @@ description:
     M(aiinfra.datapath.link_mtu), M(aiinfra.datapath.roce_qos), M(aiinfra.datapath.nic_firmware),
     M(aiinfra.datapath.nvme_layout), M(aiinfra.datapath.nfd_labels). It stops at the first
     capability that fails.
+  - Between runs the controller keeps each host's plan (and the payload sent to the node) under
+    C($AIINFRA_DATAPATH_CACHE), default C(~/.cache/aiinfra-datapath); C(off) turns it off. A run
+    whose spec, groups and variables are those of the kept plan uses it without validating the
+    spec again, and instead of reading the memory and NUMA layout first it lets the node check
+    the facts the plan assumed before its first call (anything changed - nothing runs, the plan
+    is made again).
   - The module arguments are built by the same function the capability roles call through the
     C(aiinfra.datapath.capability_args) filter, in C(plugins/plugin_utils/capabilities.py).
     Precedence - the role variable C(<capability>_<option>) when set, then the host's plan part,
@@ -143,10 +149,12 @@ seconds:
   returned: success
   sample: {sysctl_profile: 0.031, link_mtu: 0.022}
 phases:
-  description: Seconds of each phase on the controller - C(facts), C(plan), C(arguments), C(node).
+  description:
+    - Seconds of each phase on the controller - C(facts) (reading them, or taking those of a kept
+      plan), C(plan) (the plan and every capability's module arguments), C(node) (the module call).
   type: dict
   returned: success
-  sample: {facts: 0.06, plan: 0.02, arguments: 0.4, node: 1.9}
+  sample: {facts: 0.06, plan: 0.02, node: 1.9}
 spec_errors:
   description: How many errors the spec has, when it is invalid (nothing was read or changed).
   type: int

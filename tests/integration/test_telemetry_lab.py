@@ -126,11 +126,18 @@ def test_site_and_audit_metrics_scraped_from_another_node(telemetry_lab: LabHand
     site = lab.playbook(SITE)
     assert site.rc == 0, site.failures()
     # written on every node by the converge's own module call (datapath_run's batch, after its calls);
-    # the metrics task of its own is then skipped
+    # the metrics task of its own (the block's rescue) does not run
     applied = site.task_results(APPLY_TASK)
     assert set(applied) == set(lab.nodes) and all(r.get("metrics_written") is True for r in applied.values())
-    wrote = site.task_results(WRITE_TASK)
-    assert set(wrote) == set(lab.nodes) and all(r.get("skipped") for r in wrote.values()), wrote
+    assert site.task_results(WRITE_TASK) == {}
+    # with no capability selected, the call writes the metrics alone
+    before = lab.sh(node, f"cat {DIRECTORY}/aiinfra_datapath_site.prom").stdout
+    nothing = lab.playbook(SITE, "--tags", "no_such_tag", limit=node)
+    assert nothing.rc == 0, nothing.failures()
+    row = nothing.task_results(APPLY_TASK)[node]
+    assert row["capabilities"] == [] and row["metrics_written"] is True and nothing.task_results(WRITE_TASK) == {}
+    after = lab.sh(node, f"cat {DIRECTORY}/aiinfra_datapath_site.prom").stdout
+    assert "\naiinfra_datapath_converge_success 1\n" in after and after != before  # a new heartbeat
     again = lab.playbook(SITE)
     assert again.rc == 0, again.stdout[-3000:]
     assert set(again.changed_hosts().values()) == {0}, (again.changed_hosts(), changed_lines(again))
