@@ -9,7 +9,10 @@ every node's NVMe cache is laid out with nvme_layout, then:
     raw copy is made as durable), and model_cache from a local path vs `cp` + `sync`. The
     module's figure is its own `seconds` (download, sha256 while writing, fsync; not the
     Ansible round trip, reported apart). Each round removes its copies and runs fstrim, so
-    every round writes to free space of the same kind.
+    every round writes to free space of the same kind; before that it drops the copies' pages
+    from the page cache (in the node, and the node's image file on the host) and waits for the
+    host's write-out (settle()): a round that followed one which left 1 GiB cached (cp, curl)
+    took up to three times as long, which made `cp` look slow in every other round.
 (b) all N nodes at once through ansible-playbook (tests/integration/playbooks/model_cache.yml):
     without a limit, with `throttle` = --throttle (the cluster-wide concurrency limit), with a
     per-node `bandwidth_limit` of --bandwidth-mib, and with both: total wall time, each node's
@@ -58,6 +61,41 @@ MIB = 1 << 20
 GOALS = {"model_cache_vs_cp_ratio": ">= 0.9", "model_cache_vs_curl_ratio": ">= 0.9",
          "host_verified_copy_kernel_vs_cp_ratio": ">= 0.9",
          "model_cache_http_spread_pct": "< 10", "model_cache_file_spread_pct": "< 10"}
+
+
+# in the node: every file under {paths} written out and dropped from the page cache (fadvise)
+DROP_PAGES = ("python3 -c \"import os, sys\n"
+              "for top in sys.argv[1:]:\n"
+              "    for d, _, names in os.walk(top):\n"
+              "        for n in names:\n"
+              "            fd = os.open(os.path.join(d, n), os.O_RDONLY)\n"
+              "            os.fdatasync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)\n"
+              "\" {paths}")
+
+
+def drop_pages(path: str) -> None:
+    """``path``'s pages written out and dropped from the page cache (this file only)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def settle(limit_s: float = 20.0) -> float:
+    """Before a round: the host's dirty and writeback pages written out (sync, then until
+    Dirty + Writeback in /proc/meminfo is under 16 MiB), so that no round pays for the write-out
+    or the discards (fstrim, a removed copy) of the round before it. Seconds waited."""
+    t0 = time.perf_counter()
+    os.sync()
+    while time.perf_counter() - t0 < limit_s:
+        with open("/proc/meminfo") as handle:
+            info = {line.split(":")[0]: int(line.split()[1]) for line in handle if line.split()[1:2]}
+        if info.get("Dirty", 0) + info.get("Writeback", 0) < 16 * 1024:
+            break
+        time.sleep(0.05)
+    return time.perf_counter() - t0
 
 
 def spread(times: list[float]) -> float:
@@ -175,7 +213,16 @@ class Bench:
         return found
 
     def clean(self, node: str) -> None:
-        self.sh(node, f"rm -rf {ROOT}/* {ROOT}/.staging {SCRATCH}; sync; fstrim {MOUNT} >/dev/null 2>&1; true")
+        """Remove the round's copies from the node's cache. Their pages leave the page cache first
+        (cp and curl leave 1 GiB cached on the node's filesystem and on the host's image file,
+        the module drops what it wrote), so that the next round does not pay for reclaiming them:
+        before this, a round was twice as slow after one that left its copy cached."""
+        self.sh(node, DROP_PAGES.format(paths=f"{ROOT} {SCRATCH}")
+                + f"; rm -rf {ROOT}/* {ROOT}/.staging {SCRATCH}; sync; fstrim {MOUNT} >/dev/null 2>&1; true")
+        image = os.path.join(self.lab.state_dir, f"nvme-{node}.img")
+        if os.path.exists(image):
+            drop_pages(image)
+        settle()  # the node's disk is a file on the host's: its write-out and hole punching done
 
     def model(self, version: str, source: str) -> dict[str, Any]:
         return {"name": "bench", "version": version, "source": source, "files": self.files}
@@ -213,7 +260,7 @@ def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, 
     """(c) The verified copy alone, on this host's disk, side by side in one run: the engine's
     kernel copy (copy_file_range/sendfile, each chunk hashed as read back from the copy), the
     buffered pipeline it replaced for local files (read, hash, write in three threads), and
-    `cp --sparse=never` + `sync`. Each round removes the copies and syncs first."""
+    `cp --sparse=never` + `sync`. Each round removes the copies and settles first (settle())."""
     sys.path.insert(0, os.path.join(REPO, ".collections"))
     from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import transfer
     from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import LocalSource
@@ -222,9 +269,12 @@ def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, 
     total = sum(f["size"] for f in files)
 
     def reset() -> None:
+        for folder, _dirs, names in os.walk(scratch):  # the last copy's pages out of the cache first
+            for name in names:
+                drop_pages(os.path.join(folder, name))
         shutil.rmtree(scratch, ignore_errors=True)
         os.makedirs(scratch)
-        subprocess.run(["sync"], check=True)
+        settle()
 
     def engine(kernel: bool) -> float:
         reset()
