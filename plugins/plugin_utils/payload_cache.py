@@ -191,10 +191,10 @@ def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node
     if not os.path.exists(built):
         return "absent"
     kept = os.path.join(directory, _key(fqn, module_path, compression))
+    if not controller_cache.make_private_dir(directory):
+        return "unsafe"  # before anything there is read: the copy is a pickle
     if _current(built, kept, node_magic):
         return "current"
-    if not controller_cache.make_private_dir(directory):
-        return "unsafe"
     with open(kept + ".lock", "w", encoding="utf-8") as lock:
         fcntl.lockf(lock, fcntl.LOCK_EX)
         try:

@@ -287,6 +287,9 @@ def test_a_directory_others_can_write_is_never_used(runs: dict[str, Any], tmp_pa
     assert pc.prime(FQN, MODULE, ZIP, env) == "unsafe"
     assert not Path(pc.run_file(FQN, ZIP)).exists()
     Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
+    # a run file byte for byte the copy there: still unsafe (the copy, a pickle, is not even read)
+    Path(pc.run_file(FQN, ZIP)).write_bytes(_kept_file(cache).read_bytes())
+    assert pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC) == "unsafe"
     Path(pc.run_file(FQN, ZIP)).write_bytes(runs["first"]["file"].read_bytes())
     for entry in cache.iterdir():
         entry.unlink()
