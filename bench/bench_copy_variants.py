@@ -1,8 +1,8 @@
 """Issue 18: the ways to make the model cache's verified copy, side by side in one run.
 
 A cache laid out like a lab node's (a sparse image on this host's disk behind a loop device, xfs
-or ext4, mounted noatime) and a source like bench_model_cache.py's (one --size-mib weights file with
-a random MiB every 256 MiB and holes between, plus a 3 MiB file, on this host's root filesystem,
+or ext4, mounted noatime) and a source like bench_model_cache.py's (one --size-mib weights file
+written in full, plus a 3 MiB file, on this host's root filesystem,
 also served over HTTP on 127.0.0.1 by the lab's source server). Each variant copies the files into
 the cache and makes them durable (fsync); the variants run interleaved, round by round, the order
 reversed every other round, after --warmup rounds that are not counted; before each copy the last
@@ -15,7 +15,7 @@ From the local path (reference: `cp --sparse=never` + `sync FILE...`):
                    that reads each chunk back from the destination (pread, READ_BACK bytes at a
                    time), fsync as soon as the copy is complete (overlapping the hashing),
                    writeback started every KERNEL_WRITEBACK_EVERY bytes
-  buffered         Transfer(kernel_copy=False): read, hash, write in three threads (the HTTP path)
+  buffered         Transfer(kernel_copy=False): read + hash, write in two threads (the HTTP path)
   kernel_before    the kernel copy before this change: 6 chunks ahead at most, fsync after the
                    last chunk is hashed, writeback every 32 MiB, chunks read back whole
   kernel_*         the module's kernel copy with one setting changed (see VARIANTS)

@@ -1,7 +1,7 @@
 """Model cache figures: warm-up throughput of model_cache vs a plain copy, and N nodes with and without a limit.
 
 On a lab with a source server (lab `dpmb`, `up --server src:rdma`, datapath_lab.httpsrc
-serving a sparse model: one --size-mib weights file with random blocks plus a 3 MiB file),
+serving a model: one --size-mib weights file, written in full (make_model), plus a 3 MiB file),
 every node's NVMe cache is laid out with nvme_layout, then:
 
 (a) one node, interleaved rounds: model_cache from the HTTP source vs `curl -o` of the same
@@ -104,15 +104,20 @@ def spread(times: list[float]) -> float:
 
 
 def make_model(base: str, size: int) -> list[dict[str, Any]]:
+    """The model's files, written out in full: every MiB of the weights file holds data (one random
+    MiB, its first 8 bytes a counter, so that no two are alike). A sparse file would favour `cp`:
+    coreutils finds the holes (SEEK_HOLE) and writes zeros for them without reading them, even with
+    --sparse=never, while the module, curl and real weights read every byte. (Until this was found
+    the weights file was sparse, and `cp` read 4 MiB of its 1 GiB.)"""
     import hashlib
 
     os.makedirs(os.path.join(base, "weights"), exist_ok=True)
-    big = os.path.join(base, "weights", "model.bin")
-    with open(big, "wb") as fh:
-        fh.truncate(size)
-        for offset in range(0, size, 256 * MIB):  # a random MiB every 256 MiB, holes between
-            fh.seek(offset)
-            fh.write(os.urandom(MIB))
+    block = bytearray(os.urandom(MIB))
+    with open(os.path.join(base, "weights", "model.bin"), "wb") as fh:
+        for index in range(size // MIB):
+            block[:8] = index.to_bytes(8, "little")
+            fh.write(block)
+        fh.write(block[: size % MIB])
     with open(os.path.join(base, "tokenizer.json"), "wb") as fh:
         fh.write(os.urandom(3 * MIB))
     files = []
@@ -241,6 +246,10 @@ class Bench:
         return sum(f["size"] for f in self.files)
 
     def raw_seconds(self, node: str, how: str) -> float:
+        """Seconds of `curl -o` or `cp` of the files, then `sync` of the copies, timed inside the
+        node. The command goes through Ansible (the shell module), as the module's copy does, so
+        that both start the same way and the same while after the round's clean(): the memory the
+        last round freed is not equally warm a second later on this VM (see docs/models.md)."""
         paths = [f["path"] for f in self.files]
         dests = [f"{SCRATCH}/{p}" for p in paths]
         self.sh(node, "mkdir -p " + " ".join(sorted({os.path.dirname(d) for d in dests})))
@@ -248,11 +257,16 @@ class Bench:
             copy = "curl -sSf " + " ".join(f"-o {d} {self.url}/{p}" for d, p in zip(dests, paths, strict=True))
         else:
             # --sparse=never: write every byte, as curl and the module do (real weights have no
-            # holes; cp's default would skip the lab file's holes and write almost nothing).
+            # holes; cp's default would skip holes and write almost nothing).
             copy = "; ".join(f"cp --sparse=never {self.local}/{p} {d}" for d, p in zip(dests, paths, strict=True))
-        t0 = time.perf_counter()
-        self.sh(node, f"{copy} && sync {' '.join(dests)}")
-        return time.perf_counter() - t0
+        script = f"a=$(date +%s%N); {copy} && sync {' '.join(dests)} && b=$(date +%s%N) && echo $((b - a))"
+        argv = [os.path.join(BIN, "ansible"), node, "-i", self.inventory, "-m", "ansible.builtin.shell", "-a", script]
+        env = {**self.env, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1"}
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{how} failed (rc={proc.returncode}): {proc.stdout[-2000:]}{proc.stderr[-1000:]}")
+        data = json.loads(proc.stdout[proc.stdout.index("{"):])
+        return int(data["plays"][0]["tasks"][0]["hosts"][node]["stdout"].strip()) / 1e9
 
 
 def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, scratch: str,
@@ -323,7 +337,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--name", default="dpmb")
     parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--size-mib", type=int, default=1024, help="size of the sparse weights file")
+    parser.add_argument("--size-mib", type=int, default=1024, help="size of the weights file")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1, help="rounds of (a) and (c) run first and not counted")
     parser.add_argument("--throttle", type=int, default=2, help="concurrency limit of the limited run")

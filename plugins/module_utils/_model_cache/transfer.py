@@ -10,13 +10,13 @@ ahead of the hashing (which is the slower of the two) and is fsynced as soon as 
 so that the flush to the disk overlaps the hashing of the last chunks (bench/bench_copy_variants.py
 times the alternatives side by side, bench/bench_model_cache.py compares it with ``cp`` + ``sync``).
 
-From anything else the copy loop is a three-stage pipeline over a small pool of large buffers:
-a reader thread fills a buffer from the source (``readinto``: socket ``recv_into`` or file ``read``), a
-hasher thread feeds it to sha256, the calling thread writes it. Each stage releases the GIL
-on large buffers (socket I/O, OpenSSL's sha256 above 2 KiB, ``write``), so on a node with a
-few cores the three overlap and verifying costs little over a plain copy. Every
-``WRITEBACK_EVERY`` bytes the kernel is asked to start writing back what was written, so the
-final fsync has little left. A token bucket caps the bytes read per second.
+From anything else the copy loop is a two-stage pipeline over a pool of small buffers: a
+reader thread fills a buffer from the source (``readinto``: socket ``recv_into`` or file ``read``)
+and feeds it to sha256 while it is still in the CPU's cache, the calling thread writes it. Both
+stages release the GIL (socket I/O, OpenSSL's sha256 above 2 KiB, ``write``), so on a node with
+a few cores they overlap and verifying costs little over a plain copy. Both copies make what
+they wrote durable every ``WRITEBACK_EVERY`` bytes, in a thread of their own (:class:`_Syncer`),
+so that the final fsync has little left. A token bucket caps the bytes read per second.
 
 :class:`Transfer` adds what one run needs around it: retries of transient source errors,
 resume of a partial file (re-hashed locally, then ``Range``), and the final check of size
@@ -44,13 +44,19 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
     TransferError,
 )
 
-CHUNK = 8 << 20            # bytes per buffer of the copy pipeline, per call of the kernel copy
-BUFFERS = 6                # buffers in flight: reader, hasher and writer each hold some
+CHUNK = 8 << 20            # bytes per call of the kernel copy
+# bytes per buffer of the stream copy, and buffers in flight: small enough that the reader hashes
+# what it just read while it is in the CPU's cache (8 MiB buffers in a read, hash, write pipeline of
+# three threads were 0.6x curl + sync over HTTP on the lab; 256 KiB read+hash, write: 0.85x)
+STREAM_CHUNK = 256 << 10
+STREAM_BUFFERS = 16
 KERNEL_AHEAD = 64          # chunks the kernel copy of a local file may run ahead of its hasher
 READ_BACK = 1 << 20        # bytes the kernel copy's hasher reads back (pread) and hashes at a time
-# start the kernel's writeback of what was written, every this many bytes (bench_copy_variants.py,
-# over HTTP: every 32 MiB the writer stalled on the disk often enough to cost 30 % against every 256 MiB)
-WRITEBACK_EVERY = 256 << 20
+# make what was written durable in the background (fdatasync, in a thread of its own: _Syncer) every
+# this many bytes, so that the flush to the disk overlaps the copy instead of following it. (Before:
+# sync_file_range every 256 MiB in the writing thread, which started the writeback but left the
+# device flush, on the lab the host's write-out of the node's disk image, to the final fsync)
+WRITEBACK_EVERY = 128 << 20
 KERNEL_WRITEBACK_EVERY = WRITEBACK_EVERY  # the same for the kernel copy of a local file
 
 
@@ -75,10 +81,75 @@ SYNC_FILE_RANGE_WRITE = 2
 
 def start_writeback(fd, offset, length):
     """Ask the kernel to start writing ``length`` bytes at ``offset`` back to disk, without
-    waiting (SYNC_FILE_RANGE_WRITE). The final fsync then finds most of the file clean instead
-    of flushing it all at the end. A no-op where sync_file_range is unavailable."""
+    waiting (SYNC_FILE_RANGE_WRITE). The copies' step before :class:`_Syncer`, which
+    bench/bench_copy_variants.py still times. A no-op where sync_file_range is unavailable."""
     if _SYNC_FILE_RANGE is not None and length > 0:
         _SYNC_FILE_RANGE(fd, offset, length, SYNC_FILE_RANGE_WRITE)
+
+
+def flush_written(fd):
+    """What was written to ``fd`` so far, on the disk (the syncer's step; a name of its own for tests)."""
+    os.fdatasync(fd)
+
+
+class _Syncer(object):
+    """Makes a file durable while it is being written: ``written(total)`` after each write; every
+    ``every`` bytes a thread of its own runs fdatasync (requests that come while one runs are
+    merged into the next), so that the writer never waits for the disk and the final fsync finds
+    little left. ``close()`` waits for the running one and returns its error, if any: the kernel
+    reports a write-back error once per open file, so an error the syncer saw would otherwise be
+    missing from the final fsync. ``every`` 0: never (no thread)."""
+
+    def __init__(self, fd, every):
+        self.fd = fd
+        self.every = every
+        self.asked = 0
+        self.cond = threading.Condition()
+        self.pending = False
+        self.closing = False
+        self.error = None
+        self.thread = None
+
+    def written(self, total):
+        """Called after each write with the bytes written so far; raises the error of a background
+        flush, so that the copy stops at the first one."""
+        if not self.every or total - self.asked < self.every:
+            return
+        self.asked = total
+        with self.cond:
+            if self.error is not None:
+                raise self.error
+            self.pending = True
+            self.cond.notify()
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="model-cache-sync")
+            self.thread.daemon = True
+            self.thread.start()
+
+    def _run(self):
+        while True:
+            with self.cond:
+                while not self.pending and not self.closing:
+                    self.cond.wait()
+                if not self.pending:
+                    return
+                self.pending = False
+            try:
+                flush_written(self.fd)
+            except OSError as exc:
+                with self.cond:
+                    self.error = exc
+                return
+
+    def close(self):
+        if self.thread is not None:
+            with self.cond:
+                self.closing = True
+                self.pending = False  # the caller's own fsync follows
+                self.cond.notify()
+            self.thread.join()
+            self.thread = None
+        return self.error
 
 
 # --------------------------------------------------------------------------- bandwidth cap
@@ -164,21 +235,23 @@ class _Stop(object):
         self.error = error
 
 
-def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, chunk=CHUNK, buffers=BUFFERS):
+def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, chunk=STREAM_CHUNK,
+                buffers=STREAM_BUFFERS):
     """Copy ``stream`` to ``fd``, updating ``digest`` with every byte written.
 
-    Reader thread -> hasher thread -> this thread (writer), over ``buffers`` reused buffers.
-    ``limit``: bytes to copy at most (None: to EOF). ``bucket``: a TokenBucket.
-    ``space_check(n)``: called before writing n bytes; raises to stop. Returns bytes copied.
-    Exceptions of the reader (source errors) are raised here after the data read before them
-    has been hashed and written, so that a retry resumes from the right offset.
+    Two stages over ``buffers`` reused buffers of ``chunk`` bytes: a reader thread fills a buffer
+    from the source and hashes it while it is still in the CPU's cache, this thread (the writer)
+    writes it and hands it back. ``limit``: bytes to copy at most (None: to EOF). ``bucket``: a
+    TokenBucket. ``space_check(n)``: called before writing n bytes; raises to stop. Returns bytes
+    copied. Exceptions of the reader (source errors) are raised here after the data read before
+    them has been written, so that a retry resumes from the right offset with a digest of exactly
+    the bytes written.
     """
     if bucket is not None:
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
     free = queue.Queue()
     for _buffer in range(buffers):
         free.put(bytearray(chunk))
-    to_hash = queue.Queue()
     to_write = queue.Queue()
     stop = threading.Event()
 
@@ -199,46 +272,30 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
                 if not n:
                     free.put(buf)
                     break
+                digest.update(view[:n])  # hashed before it is queued: the writer writes what was hashed
                 if bucket is not None:
                     bucket.consume(n)
-                to_hash.put((buf, n))
+                to_write.put((buf, n))
                 if remaining is not None:
                     remaining -= n
         except BaseException as exc:  # handed to the writer
             error = exc
-        to_hash.put(_Stop(error))
+        to_write.put(_Stop(error))
 
-    def hasher():
-        while True:
-            item = to_hash.get()
-            if isinstance(item, _Stop):
-                to_write.put(item)
-                return
-            buf, n = item
-            if not stop.is_set():
-                digest.update(memoryview(buf)[:n])
-            to_write.put(item)
-
-    threads = [threading.Thread(target=reader, name="model-cache-read"),
-               threading.Thread(target=hasher, name="model-cache-hash")]
-    for thread in threads:
-        thread.daemon = True
-        thread.start()
+    thread = threading.Thread(target=reader, name="model-cache-read")
+    thread.daemon = True
+    thread.start()
     copied = 0
-    error = None
-    try:
-        base = os.lseek(fd, 0, os.SEEK_CUR)
-    except OSError:
-        base = None
-    flushed = 0
+    error = failed = None
+    syncer = _Syncer(fd, WRITEBACK_EVERY)
     try:
         while True:
             item = to_write.get()
             if isinstance(item, _Stop):
-                error = error or item.error
+                error = item.error
                 break
             buf, n = item
-            if error is None and not stop.is_set():
+            if failed is None:
                 try:
                     if space_check is not None:
                         space_check(n)
@@ -247,18 +304,20 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
                         written = os.write(fd, view)
                         view = view[written:]
                     copied += n
-                    if base is not None and copied - flushed >= WRITEBACK_EVERY:
-                        start_writeback(fd, base + flushed, copied - flushed)
-                        flushed = copied
+                    syncer.written(copied)
                 except BaseException as exc:
-                    error = exc
+                    failed = exc
                     stop.set()
             free.put(buf)
     finally:
         stop.set()
         free.put(None)  # wake a reader waiting for a buffer
-        for thread in threads:
-            thread.join()
+        thread.join()
+        failed = syncer.close() or failed
+    if failed is not None:
+        # the destination failed (space, disk): not a source error to retry; the digest may hold
+        # chunks read after the failed write, so it is not resumed from (the next run re-hashes the part)
+        raise failed
     if error is not None:
         if isinstance(error, (socket.timeout, HTTPException, ConnectionError)) or (
                 isinstance(error, OSError) and not isinstance(error, ModelCacheError)
@@ -316,7 +375,7 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
     With ``sync`` the copy is made durable (fsync) as soon as it is complete, while the hasher is
     still catching up: the flush to the disk and the hashing of the last chunks overlap instead of
     following each other. Every ``writeback_every`` bytes (None: ``KERNEL_WRITEBACK_EVERY``; 0: never)
-    the kernel is asked to start writing back what was copied.
+    what was copied is made durable in the background (:class:`_Syncer`).
 
     ``limit``: bytes to copy at most (None: to EOF); ``bucket``: a TokenBucket. Returns bytes
     copied; on an error, what was copied before it is hashed first (a retry resumes there).
@@ -355,9 +414,10 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
     thread.daemon = True
     thread.start()
     base = os.lseek(fd, 0, os.SEEK_CUR)
-    copied = flushed = 0
+    copied = 0
     state = {}
     ended = False
+    syncer = _Syncer(fd, writeback_every)
     try:
         while (limit is None or copied < limit) and not failed:
             want = chunk if limit is None else min(chunk, limit - copied)
@@ -369,16 +429,18 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
             state["copied"] = copied
             if bucket is not None:
                 bucket.consume(n)
-            if writeback_every and copied - flushed >= writeback_every:
-                start_writeback(fd, base + flushed, copied - flushed)
-                flushed = copied
+            syncer.written(copied)
         pending.put(None)
         ended = True
+        error = syncer.close()
+        if error is not None:
+            raise error
         if sync and not failed:
             os.fsync(fd)  # while the hasher reads the last chunks back
     finally:
         if not ended:
             pending.put(None)
+        syncer.close()
         thread.join()
     if failed:
         raise failed[0]

@@ -1,4 +1,4 @@
-"""The model cache's verified copy alone: token bucket, the reader/hasher/writer pipeline,
+"""The model cache's verified copy alone: token bucket, the reader (read + hash) / writer pipeline,
 kernel writeback while copying, and resume, retries and verification of one file."""
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def test_stream_copy_with_a_cap_copies_everything_and_computes_the_sleep(tmp_pat
     assert bucket.slept == pytest.approx((len(data) - bucket.burst) / rate, rel=0.01)
 
 
-@pytest.mark.parametrize("chunk, buffers", [(1, 1), (7, 2), (64 * 1024, 3), (transfer.CHUNK, transfer.BUFFERS)])
+@pytest.mark.parametrize("chunk, buffers", [(1, 1), (7, 2), (64 * 1024, 3),
+                                           (transfer.STREAM_CHUNK, transfer.STREAM_BUFFERS)])
 def test_stream_copy_keeps_order_for_any_buffering(tmp_path, chunk, buffers):
     data = blob(5000 if chunk < 100 else 3 * MiB)
     digest = hashlib.sha256()
@@ -104,17 +105,48 @@ def test_stream_copy_limit_and_reader_error(tmp_path):
     assert digest.hexdigest() == sha(data[:1000])
 
 
-def test_writeback_is_started_while_copying(tmp_path, monkeypatch):
-    """Every WRITEBACK_EVERY bytes the copy asks the kernel to start writing back (so that the
-    final fsync has little left); the data is the same either way."""
-    assert transfer._SYNC_FILE_RANGE is not None, "glibc provides sync_file_range"
-    calls = []
-    real = transfer.start_writeback
-    monkeypatch.setattr(transfer, "start_writeback", lambda fd, off, n: (calls.append((off, n)), real(fd, off, n)))
+def test_stream_copy_raises_a_destination_error_as_it_is(tmp_path):
+    """A failed write is not a source error to retry and resume from: the reader may have hashed
+    chunks after it, so the error is raised as it is (an OSError here, even with an errno that a
+    socket error would have), never as a TransferError."""
+    import errno
+
+    data = blob(3 * MiB)
+    writes = []
+
+    def space_check(n):
+        writes.append(n)
+        if len(writes) == 3:
+            raise OSError(errno.ETIMEDOUT, "the cache's NFS server timed out")
+
+    fd = os.open(str(tmp_path / "out"), os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(OSError) as caught:
+            transfer.stream_copy(io.BytesIO(data), fd, hashlib.sha256(), chunk=64 * 1024, space_check=space_check)
+    finally:
+        os.close(fd)
+    assert not isinstance(caught.value, TransferError) and caught.value.errno == errno.ETIMEDOUT
+    assert (tmp_path / "out").stat().st_size == 2 * 64 * 1024  # nothing written after the failure
+
+
+def test_the_copy_is_made_durable_while_copying(tmp_path, monkeypatch):
+    """Every WRITEBACK_EVERY bytes the syncer thread flushes what was written (fdatasync), while
+    the copy goes on, so that the final fsync has little left; the data is the same either way.
+    Requests that come while a flush runs are merged: one flush, at most, after the last request."""
+    flushed: list[int] = []
+    gate = threading.Event()
+
+    def slow_flush(fd):
+        gate.wait(5)  # the first flush lasts until the copy has asked for more
+        flushed.append(os.fstat(fd).st_size)
+        os.fdatasync(fd)
+
+    monkeypatch.setattr(transfer, "flush_written", slow_flush)
     monkeypatch.setattr(transfer, "WRITEBACK_EVERY", 1 << 20)
     data = os.urandom(5 << 20)
     target = tmp_path / "out.bin"
     fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
+    threading.Timer(0.2, gate.set).start()
     try:
         os.write(fd, b"x" * 100)  # resuming: the copy appends after what is there
         digest = hashlib.sha256()
@@ -124,8 +156,39 @@ def test_writeback_is_started_while_copying(tmp_path, monkeypatch):
     assert copied == len(data)
     assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
     assert target.read_bytes() == b"x" * 100 + data
-    assert calls and calls[0] == (100, 1 << 20)
-    assert all(off == 100 + i * (1 << 20) for i, (off, _n) in enumerate(calls))
+    assert 1 <= len(flushed) <= 2  # five requests, merged while the first flush waited
+    assert flushed[0] >= 100 + (1 << 20)
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+def test_an_error_of_the_background_flush_is_raised(tmp_path, monkeypatch, kernel):
+    """The kernel reports a write-back error once per open file: the syncer's fdatasync may be the
+    one that sees it, so the copy raises it (the final fsync on the same descriptor would not)."""
+    import errno
+
+    def failing_flush(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(transfer, "flush_written", failing_flush)
+    monkeypatch.setattr(transfer, "WRITEBACK_EVERY", 1 << 20)
+    data = os.urandom(3 << 20)
+    source = tmp_path / "src.bin"
+    source.write_bytes(data)
+    target = tmp_path / "out.bin"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
+    read_fd = os.open(str(target), os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as caught:
+            if kernel:
+                with open(source, "rb") as handle:
+                    transfer.kernel_copy(handle.fileno(), fd, read_fd, hashlib.sha256(), chunk=256 << 10,
+                                         writeback_every=1 << 20, sync=True)
+            else:
+                transfer.stream_copy(io.BytesIO(data), fd, hashlib.sha256(), chunk=256 << 10)
+    finally:
+        os.close(fd)
+        os.close(read_fd)
+    assert caught.value.errno == errno.EIO and not isinstance(caught.value, TransferError)
 
 
 # --------------------------------------------------------------------------- one file: resume, retries, verify
