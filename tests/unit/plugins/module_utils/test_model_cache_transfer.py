@@ -78,8 +78,10 @@ def test_stream_copy_with_a_cap_copies_everything_and_computes_the_sleep(tmp_pat
     assert bucket.slept == pytest.approx((len(data) - bucket.burst) / rate, rel=0.01)
 
 
-@pytest.mark.parametrize("chunk, buffers", [(1, 1), (7, 2), (64 * 1024, 3),
-                                           (transfer.STREAM_CHUNK, transfer.STREAM_BUFFERS)])
+STREAM_DEFAULT = (transfer.STREAM_CHUNK, transfer.STREAM_BUFFERS)
+
+
+@pytest.mark.parametrize("chunk, buffers", [(1, 1), (7, 2), (64 * 1024, 3), STREAM_DEFAULT])
 def test_stream_copy_keeps_order_for_any_buffering(tmp_path, chunk, buffers):
     data = blob(5000 if chunk < 100 else 3 * MiB)
     digest = hashlib.sha256()
