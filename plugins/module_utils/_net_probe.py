@@ -29,6 +29,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_parse 
     NETSTAT_KEYS,
     SOCKET_BUFFER_SYSCTLS,
     latency_result,
+    lost_segments,
     netstat_delta,
     normalise_sysctl,
     parse_proc_net,
@@ -153,10 +154,12 @@ class NetProbe(Capability):
         probe["netstat"] = netstat_delta(before, self.counters())
         probe.update(figures)
         if probe["tool"] == "iperf3" and probe["role"] == "client" and probe["tcp"]["retransmits"] is not None:
-            # iperf3's JSON has no segment count: the node's TcpOutSegs over the run stands in.
+            # iperf3's JSON has no segment count and no DSACK count: the node's TcpOutSegs and
+            # TcpExtTCPDSACKRecvSegs over the run stand in.
             segments = probe["netstat"]["TcpOutSegs"]
-            probe["tcp"]["segments_sent"] = segments
-            probe["tcp"]["retransmit_share"] = share(probe["tcp"]["retransmits"], segments)
+            spurious = probe["netstat"]["TcpExtTCPDSACKRecvSegs"]
+            probe["tcp"].update(segments_sent=segments, spurious_retransmits=spurious,
+                                retransmit_share=share(lost_segments(probe["tcp"]["retransmits"], spurious), segments))
         return probe
 
     def measure(self):

@@ -20,7 +20,9 @@ import struct
 #   segments), ... total_retrans (100), u64 pacing_rate (104), max_pacing_rate (112),
 #   bytes_acked (120), bytes_received (128), u32 segs_out (136, Linux 4.2), segs_in (140),
 #   notsent_bytes (144), min_rtt (148), data_segs_in (152), data_segs_out (156, Linux 4.6),
-#   u64 delivery_rate (160) ... u64 bytes_sent (200, Linux 4.19), bytes_retrans (208).
+#   u64 delivery_rate (160) ... u64 bytes_sent (200, Linux 4.19), bytes_retrans (208),
+#   u32 dsack_dups (216, Linux 4.19: retransmissions the receiver reported as duplicates with
+#   DSACK), reord_seen (220, reordering events seen).
 TCP_INFO_FIELDS = (
     ("state", 0, "B"),
     ("snd_mss", 16, "I"),
@@ -37,10 +39,13 @@ TCP_INFO_FIELDS = (
     ("data_segs_out", 156, "I"),
     ("bytes_sent", 200, "Q"),
     ("bytes_retrans", 208, "Q"),
+    ("dsack_dups", 216, "I"),
+    ("reord_seen", 220, "I"),
 )
 TCP_INFO_LEN = 256  # asked of getsockopt; the kernel returns min(this, its struct size)
 
-NETSTAT_KEYS = ("TcpRetransSegs", "TcpExtTCPLostRetransmit", "TcpExtTCPTimeouts", "TcpOutSegs")
+NETSTAT_KEYS = ("TcpRetransSegs", "TcpExtTCPLostRetransmit", "TcpExtTCPTimeouts", "TcpOutSegs",
+                "TcpExtTCPDSACKRecvSegs")
 SOCKET_BUFFER_SYSCTLS = (
     ("tcp_rmem", "/proc/sys/net/ipv4/tcp_rmem"),
     ("tcp_wmem", "/proc/sys/net/ipv4/tcp_wmem"),
@@ -77,9 +82,9 @@ def share(part, whole):
 
 
 def summarise_tcp_info(infos):
-    """The probe's ``tcp`` dict from the per-stream tcp_info dicts: retransmits and data
-    segments sent summed, RTT and RTT variance averaged (ms), congestion window averaged
-    (bytes: snd_cwnd x snd_mss)."""
+    """The probe's ``tcp`` dict from the per-stream tcp_info dicts: retransmits, the spurious
+    ones among them (DSACK) and data segments sent summed, RTT and RTT variance averaged (ms),
+    congestion window averaged (bytes: snd_cwnd x snd_mss), reordering events summed."""
     infos = [i for i in infos if i]
     retrans = _total(i["total_retrans"] for i in infos)
     segments = _total(i["data_segs_out"] if i["data_segs_out"] is not None else i["segs_out"] for i in infos)
@@ -88,12 +93,28 @@ def summarise_tcp_info(infos):
     cwnd = _mean(i["snd_cwnd"] * i["snd_mss"] for i in infos
                  if i["snd_cwnd"] is not None and i["snd_mss"] is not None)
     return tcp_result(retrans, segments, None if rtt is None else rtt / 1000.0,
-                      None if rttvar is None else rttvar / 1000.0, None if cwnd is None else int(round(cwnd)))
+                      None if rttvar is None else rttvar / 1000.0, None if cwnd is None else int(round(cwnd)),
+                      spurious_retransmits=_total(i.get("dsack_dups") for i in infos),
+                      reorderings=_total(i.get("reord_seen") for i in infos))
 
 
-def tcp_result(retransmits=None, segments_sent=None, rtt_ms=None, rttvar_ms=None, snd_cwnd=None):
-    return {"retransmits": retransmits, "segments_sent": segments_sent,
-            "retransmit_share": share(retransmits, segments_sent),
+def lost_segments(retransmits, spurious_retransmits):
+    """The retransmissions that repaired a loss: all of them less those the receiver reported
+    as duplicates (DSACK: the first copy had arrived, late, so the network reordered it or the
+    sender's timer fired early; nothing was lost). None when the retransmits are unknown; all of
+    them when the spurious ones are unknown (iperf3, a kernel before 4.19)."""
+    if retransmits is None:
+        return None
+    return retransmits - min(spurious_retransmits or 0, retransmits)
+
+
+def tcp_result(retransmits=None, segments_sent=None, rtt_ms=None, rttvar_ms=None, snd_cwnd=None,
+               spurious_retransmits=None, reorderings=None):
+    """``retransmit_share`` counts the retransmissions that repaired a loss (lost_segments)."""
+    return {"retransmits": retransmits, "spurious_retransmits": spurious_retransmits,
+            "segments_sent": segments_sent,
+            "retransmit_share": share(lost_segments(retransmits, spurious_retransmits), segments_sent),
+            "reorderings": reorderings,
             "rtt_ms": None if rtt_ms is None else round(rtt_ms, 3),
             "rttvar_ms": None if rttvar_ms is None else round(rttvar_ms, 3),
             "snd_cwnd": snd_cwnd}

@@ -155,14 +155,18 @@ probe:
     gbit_per_s: {description: bytes x 8 / seconds / 10^9., type: float}
     tcp:
       description: >-
-        C(retransmits) and C(segments_sent) (data segments) summed over the streams,
-        C(retransmit_share) (their ratio), C(rtt_ms) and C(rttvar_ms) averaged, C(snd_cwnd)
-        (bytes) averaged; the client's are the sender's.
+        C(retransmits), C(spurious_retransmits) (those the receiver reported as duplicates with
+        DSACK: the first copy had arrived, late; C(tcpi_dsack_dups), with iperf3 the node's
+        C(TcpExtTCPDSACKRecvSegs)), C(segments_sent) (data segments) and C(reorderings)
+        (C(tcpi_reord_seen)) summed over the streams; C(retransmit_share), the share of the
+        segments sent that were retransmitted to repair a loss (retransmits less the spurious
+        ones, all of them where the spurious ones are unknown); C(rtt_ms) and C(rttvar_ms)
+        averaged, C(snd_cwnd) (bytes) averaged; the client's are the sender's.
       type: dict
     netstat:
       description: >-
-        Deltas over the run of C(TcpRetransSegs), C(TcpExtTCPLostRetransmit), C(TcpExtTCPTimeouts)
-        and C(TcpOutSegs) of the node.
+        Deltas over the run of C(TcpRetransSegs), C(TcpExtTCPLostRetransmit), C(TcpExtTCPTimeouts),
+        C(TcpOutSegs) and C(TcpExtTCPDSACKRecvSegs) of the node.
       type: dict
     latency:
       description: "Client: C(sent), C(received), C(loss_pct), C(p50_ms), C(p99_ms) of the UDP echo during the load."
@@ -173,9 +177,10 @@ probe:
   sample:
     {role: client, address: 198.18.1.12, source: 198.18.1.11, port: 5201, tool: builtin, ok: true, error: null,
      streams: 4, duration: 5.0, max_bytes: 0, seconds: 5.01, bytes: 6012534784, gbit_per_s: 9.6009,
-     tcp: {retransmits: 12, segments_sent: 672001, retransmit_share: 1.8e-05, rtt_ms: 1.21, rttvar_ms: 0.6,
-           snd_cwnd: 1789600},
-     netstat: {TcpRetransSegs: 12, TcpExtTCPLostRetransmit: 0, TcpExtTCPTimeouts: 0, TcpOutSegs: 672120},
+     tcp: {retransmits: 12, spurious_retransmits: 9, segments_sent: 672001, retransmit_share: 4.0e-06,
+           reorderings: 5, rtt_ms: 1.21, rttvar_ms: 0.6, snd_cwnd: 1789600},
+     netstat: {TcpRetransSegs: 12, TcpExtTCPLostRetransmit: 0, TcpExtTCPTimeouts: 0, TcpOutSegs: 672120,
+               TcpExtTCPDSACKRecvSegs: 9},
      latency: {sent: 250, received: 250, loss_pct: 0.0, p50_ms: 0.41, p99_ms: 2.3},
      socket_buffers: {tcp_rmem: "4096 131072 6291456", tcp_wmem: "4096 16384 4194304", rmem_max: "212992",
                       wmem_max: "212992"}}

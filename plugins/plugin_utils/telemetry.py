@@ -110,7 +110,8 @@ CATALOGUE: tuple[Metric, ...] = (
        "TCP throughput of the last measurement of a node pair, client to server, in bytes per second (x 8: bit/s).",
        "measure.json pairs[].gbit_per_s x 1e9 / 8, written on the pair's client"),
     _M("aiinfra_datapath_pair_retransmit_ratio", "measure", ("fabric", "client", "server"),
-       "Retransmitted share of the segments sent in the last measurement of a node pair (0..1).",
+       "Share of the segments sent that were retransmitted to repair a loss in the last measurement of a node "
+       "pair (0..1; retransmissions reported as duplicates by DSACK are left out).",
        "measure.json pairs[].retransmit_share"),
     _M("aiinfra_datapath_pair_latency_p99_seconds", "measure", ("fabric", "client", "server"),
        "99th percentile UDP round-trip latency under load of the last measurement of a node pair.",

@@ -451,7 +451,9 @@ class MeasureFabricGate(SpecModel):
     """Lowest Gbit/s a pair may reach (all streams together). Also the fabric's expected rate for the
     socket-buffer check (bandwidth-delay product)."""
     max_retransmit_share: Annotated[float, Strict(), Field(ge=0, lt=0.5, allow_inf_nan=False)] | None = 0.002
-    """Highest share of retransmitted TCP segments in a pair: a share, not a percentage (0.002 = 0.2 %)."""
+    """Highest share of TCP segments in a pair retransmitted to repair a loss: a share, not a percentage
+    (0.002 = 0.2 %). Retransmissions the receiver reported as duplicates (DSACK: reordering, not loss) are
+    not counted."""
     max_loss_pct: Pct | None = 1.0
     """Highest loss in percent of the small latency probe sent while the load runs."""
     max_p99_ms: Annotated[float, Strict(), Field(ge=0.01, le=60000, allow_inf_nan=False)] | None = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .results import delta, matching, median
+from .results import delta, lost, matching, median
 
 BOTTLENECKS = ("mtu", "socket-buffers", "lossy-port", "node-link", "qos", "slow-device")
 KINDS = (*BOTTLENECKS, "gate", "probe-error")
@@ -68,7 +68,7 @@ def fabric_stats(pairs: Sequence[Row]) -> dict[str, Any]:
     for host, rows in by_node(pairs).items():
         good = [p["gbit_per_s"] for p in rows if p["ok"]]
         segs = sum(p["segments_sent"] or 0 for p in rows if p["ok"])
-        retr = sum(p["retransmits"] or 0 for p in rows if p["ok"])
+        retr = sum(lost(p["retransmits"] or 0, p.get("spurious_retransmits")) for p in rows if p["ok"])
         losses = [p["loss_pct"] for p in rows if p["ok"] and p["loss_pct"] is not None]
         nodes[host] = {"pairs": len(rows), "ok": len(good), "best_gbit_s": _r(max(good)) if good else None,
                        "median_gbit_s": _r(median(good)), "retransmit_share": _r(retr / segs, 6) if segs else None,

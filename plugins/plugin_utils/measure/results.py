@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _rdma_counters as _rdma
+from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_parse import lost_segments as lost
 
 _INT = re.compile(r"-?[0-9]+")
 
@@ -87,10 +88,12 @@ def join_pair(pair: Mapping[str, Any], fabric: str, round_index: int, client: Ma
     cnet = _m(cp.get("netstat"))
     lat = _m(cp.get("latency")) or _m(sp.get("latency"))
     retrans = _first(ctcp.get("retransmits"), cnet.get("TcpRetransSegs"), stcp.get("retransmits"))
+    spurious = _first(ctcp.get("spurious_retransmits"), cnet.get("TcpExtTCPDSACKRecvSegs"),
+                      stcp.get("spurious_retransmits"))
     segments = _first(ctcp.get("segments_sent"), cnet.get("TcpOutSegs"), stcp.get("segments_sent"))
     share = _first(ctcp.get("retransmit_share"), stcp.get("retransmit_share"))
     if share is None and retrans is not None and segments:
-        share = retrans / segments
+        share = lost(retrans, spurious) / segments
     gbit = _first(cp.get("gbit_per_s") or None, sp.get("gbit_per_s"))
     cbuf, sbuf = _m(cp.get("socket_buffers")), _m(sp.get("socket_buffers"))
     wmem, rmem = buffer_max(cbuf.get("tcp_wmem")), buffer_max(sbuf.get("tcp_rmem"))
@@ -106,7 +109,8 @@ def join_pair(pair: Mapping[str, Any], fabric: str, round_index: int, client: Ma
         "gbit_per_s": gbit, "streams": int(num(cp.get("streams")) or streams),
         "seconds": _first(cp.get("seconds"), sp.get("seconds")),
         "bytes": _first(cp.get("bytes"), sp.get("bytes")),
-        "retransmits": retrans, "segments_sent": segments, "retransmit_share": share,
+        "retransmits": retrans, "spurious_retransmits": spurious, "segments_sent": segments,
+        "retransmit_share": share,
         "rtt_ms": _first(ctcp.get("rtt_ms"), stcp.get("rtt_ms")),
         "min_rtt_ms": _first(ctcp.get("min_rtt_ms"), stcp.get("min_rtt_ms")),
         "loss_pct": num(lat.get("loss_pct")), "p50_ms": num(lat.get("p50_ms")), "p99_ms": num(lat.get("p99_ms")),

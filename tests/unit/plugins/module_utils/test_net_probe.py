@@ -177,8 +177,10 @@ def test_tcp_info_decodes_the_recorded_socket_like_ss_does() -> None:
     assert info["snd_mss"] == int(ss["mss"]) == 8948 and info["pmtu"] == int(ss["pmtu"]) == 9000
     assert info["snd_cwnd"] == int(ss["cwnd"]) and info["snd_ssthresh"] == int(ss["ssthresh"])
     assert info["total_retrans"] == int(ss["retrans"].split("/")[1]) == 3
-    for name in ("bytes_sent", "bytes_retrans", "bytes_acked", "segs_out", "segs_in", "data_segs_out"):
+    for name in ("bytes_sent", "bytes_retrans", "bytes_acked", "segs_out", "segs_in", "data_segs_out", "dsack_dups",
+                 "reord_seen"):
         assert info[name] == int(ss[name]), name
+    assert (info["dsack_dups"], info["reord_seen"]) == (2, 2)  # two of the three retransmits were spurious
     assert info["state"] == 1 and info["bytes_received"] == 0  # ESTABLISHED, a pure sender
 
 
@@ -189,6 +191,9 @@ def test_tcp_info_of_an_older_kernel_has_no_later_fields() -> None:
     assert [linux_4_1[k] for k in ("segs_out", "segs_in", "data_segs_out", "bytes_sent", "bytes_retrans")] == [None] * 5
     linux_4_6 = parse.parse_tcp_info(raw[:160])
     assert linux_4_6["data_segs_out"] == 80597 and linux_4_6["bytes_sent"] is None
+    assert linux_4_6["dsack_dups"] is None and linux_4_6["reord_seen"] is None
+    # a kernel without dsack_dups: every retransmit counts as a loss
+    assert parse.summarise_tcp_info([linux_4_6])["retransmit_share"] == round(3 / 80597, 6)
     assert all(v is None for v in parse.parse_tcp_info(b"").values())
 
 
@@ -196,11 +201,21 @@ def test_summarise_tcp_info_sums_and_averages_the_streams() -> None:
     full = parse.parse_tcp_info(tcp_info_raw())
     old = parse.parse_tcp_info(tcp_info_raw()[:144])  # segs_out but no data_segs_out: that one stands in
     got = parse.summarise_tcp_info([full, old, None])
-    assert got == {"retransmits": 6, "segments_sent": 80597 + 80599, "retransmit_share": round(6 / 161196, 6),
+    # 6 retransmitted, 2 of them reported back as duplicates (DSACK) by the full one: 4 repaired a loss
+    assert got == {"retransmits": 6, "spurious_retransmits": 2, "segments_sent": 80597 + 80599,
+                   "retransmit_share": round(4 / 161196, 6), "reorderings": 2,
                    "rtt_ms": 2.374, "rttvar_ms": 2.58, "snd_cwnd": 494 * 8948}
     assert parse.summarise_tcp_info([]) == parse.tcp_result() == {
-        "retransmits": None, "segments_sent": None, "retransmit_share": None, "rtt_ms": None,
-        "rttvar_ms": None, "snd_cwnd": None}
+        "retransmits": None, "spurious_retransmits": None, "segments_sent": None, "retransmit_share": None,
+        "reorderings": None, "rtt_ms": None, "rttvar_ms": None, "snd_cwnd": None}
+
+
+@pytest.mark.parametrize(("retransmits", "spurious", "lost"), [
+    (10, 4, 6), (10, None, 10), (None, 4, None), (3, 5, 0), (0, 0, 0),  # more DSACKs than retransmits: none lost
+])
+def test_lost_segments_leaves_out_the_spurious_retransmits(
+        retransmits: int | None, spurious: int | None, lost: int | None) -> None:
+    assert parse.lost_segments(retransmits, spurious) == lost
 
 
 def test_proc_net_counters_of_the_recorded_run() -> None:
@@ -210,10 +225,12 @@ def test_proc_net_counters_of_the_recorded_run() -> None:
     assert (before["TcpRetransSegs"], after["TcpRetransSegs"]) == (17, 20)
     assert set(before) == set(after) and len(before) == 313
     delta = parse.netstat_delta(before, after)
-    assert delta == {"TcpRetransSegs": 3, "TcpExtTCPLostRetransmit": 0, "TcpExtTCPTimeouts": 0, "TcpOutSegs": 80598}
+    assert delta == {"TcpRetransSegs": 3, "TcpExtTCPLostRetransmit": 0, "TcpExtTCPTimeouts": 0, "TcpOutSegs": 80598,
+                     "TcpExtTCPDSACKRecvSegs": 2}
     # the same run seen from the socket: the node's counters agree with TCP_INFO
     info = parse.parse_tcp_info(tcp_info_raw())
     assert delta["TcpRetransSegs"] == info["total_retrans"]
+    assert delta["TcpExtTCPDSACKRecvSegs"] == info["dsack_dups"]
     assert abs(delta["TcpOutSegs"] - info["segs_out"]) <= 2
 
 
@@ -229,8 +246,9 @@ def test_proc_net_parser_and_deltas_on_odd_input() -> None:
     text = "Tcp: A B C\nTcp: 1 x\nno colon here\nUdp: D E\nUdp: 7\n"
     assert parse.parse_proc_net(text) == {"TcpA": 1, "UdpD": 7}  # what is not a number or missing is skipped
     delta = parse.netstat_delta({"TcpOutSegs": 10, "TcpRetransSegs": 5}, {"TcpOutSegs": 4, "TcpRetransSegs": 5})
+    # went back (namespace recreated): unknown, not negative
     assert delta == {"TcpRetransSegs": 0, "TcpExtTCPLostRetransmit": None, "TcpExtTCPTimeouts": None,
-                     "TcpOutSegs": None}  # went back (namespace recreated): unknown, not negative
+                     "TcpOutSegs": None, "TcpExtTCPDSACKRecvSegs": None}
 
 
 def test_socket_buffer_sysctls_as_one_line() -> None:
