@@ -7,6 +7,11 @@ For each size N, on a fresh lab of N nodes (fresh NVMe images, fresh node /etc):
                               (median of --rounds runs, alternating with the re-runs)
     ratio_rerun_vs_ping_N     goal <= 1.5 up to 16 nodes, <= 2 above (the floor is 1.0)
     rerun_per_node_N_s        the re-run over N: goal flat as N grows
+    controller_cpu_rerun_per_node_N_s, controller_cpu_ping_per_node_N_s
+                              CPU seconds (user + system) of ansible's controller processes (the
+                              playbook or ad-hoc process, its forks and their ssh clients; not the
+                              ControlPersist masters, which leave the process tree) per node, medians
+    ratio_controller_cpu_rerun_vs_ping_N   how much more controller work a re-run is than a ping
 Then, on a fresh lab of 4 nodes, the same work done the usual way (one task per sysctl key
 with ansible.posix.sysctl, community.general.parted + filesystem, ansible.posix.mount, ...):
     conventional_first_converge_4_s
@@ -33,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -58,12 +64,24 @@ def controller_cache(tree: str) -> str:
     return os.path.join(REPO, ".cache", "bench", "controller-cache", os.path.basename(tree))
 
 
+CPU: list[float] = []  # controller CPU seconds of each run timed(), in order
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's waited-for descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(argv: list[str], tree: str = REPO, no_change: bool = False) -> float:
-    """Seconds of one run; with ``no_change`` the run must change nothing (a fair re-run)."""
+    """Seconds of one run; with ``no_change`` the run must change nothing (a fair re-run). The
+    run's controller CPU (its process tree as far as it is waited for) is appended to CPU."""
     env = dict(ENV, ANSIBLE_CONFIG=os.path.join(tree, "ansible.cfg"), AIINFRA_DATAPATH_CACHE=controller_cache(tree))
+    cpu0 = children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree, check=False)
     elapsed = time.perf_counter() - t0
+    CPU.append(children_cpu() - cpu0)
     recap = proc.stdout.rpartition("PLAY RECAP")[2]
     changed = [int(n) for n in re.findall(r"\bchanged=(\d+)", recap)]
     if proc.returncode == 0 and no_change and (not changed or any(changed)):
@@ -128,14 +146,20 @@ def main() -> int:
             site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/site.yml"]
             figures[f"site_first_converge_{n}_s"] = timed(site)
             ping = [os.path.join(BIN, "ansible"), "all", "-i", inventory, "-m", "ansible.builtin.ping"]
-            reruns, pings = [], []
+            reruns, pings, rerun_cpu, ping_cpu = [], [], [], []
             for _ in range(args.rounds):  # alternating: load on the host hits both alike
                 reruns.append(timed(site, no_change=True))
+                rerun_cpu.append(CPU[-1])
                 pings.append(timed(ping))
+                ping_cpu.append(CPU[-1])
             figures[f"site_rerun_{n}_s"] = statistics.median(reruns)
             figures[f"ping_{n}_s"] = statistics.median(pings)
             figures[f"ratio_rerun_vs_ping_{n}"] = figures[f"site_rerun_{n}_s"] / figures[f"ping_{n}_s"]
             figures[f"rerun_per_node_{n}_s"] = figures[f"site_rerun_{n}_s"] / n
+            figures[f"controller_cpu_rerun_per_node_{n}_s"] = statistics.median(rerun_cpu) / n
+            figures[f"controller_cpu_ping_per_node_{n}_s"] = statistics.median(ping_cpu) / n
+            figures[f"ratio_controller_cpu_rerun_vs_ping_{n}"] = (statistics.median(rerun_cpu)
+                                                                  / statistics.median(ping_cpu))
             if args.compare and n == args.sizes[0]:
                 sha, tree = worktree(args.compare)
                 old = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/site.yml"]
@@ -171,7 +195,7 @@ def main() -> int:
     finally:
         lab.down(log=lambda *_: None)
     for name, value in figures.items():
-        text = f"{name}: {value:.3f}" if name.startswith("ratio") else f"{name}: {value:.2f}"
+        text = f"{name}: {value:.3f}" if name.startswith(("ratio", "controller_cpu")) else f"{name}: {value:.2f}"
         print(text + (f" (goal {goal(name)})" if goal(name) else ""))
     return 0
 

@@ -79,8 +79,18 @@ options:
       - The cluster spec (usually the C(datapath) variable). It is validated first, before
         anything on the node is read or changed; an invalid spec fails every host, and the
         first host of the play lists every error.
+      - One of O(spec) and O(spec_var) is required; they are mutually exclusive.
     type: dict
-    required: true
+  spec_var:
+    description:
+      - The name of the host variable that holds the cluster spec, read and templated by the
+        action instead of passed as O(spec). The role C(aiinfra.datapath.datapath) passes
+        V(datapath_spec).
+      - Prefer it on large inventories. Ansible sends each host's task arguments back to its main
+        process with the host's result, so a spec passed as O(spec) travels back once per host; on
+        a 64-node lab that cost two thirds of the main process's CPU in a no-change run of
+        C(site.yml) (4.9 against 1.6 s) and 3 s of its 16 s.
+    type: str
   capabilities:
     description:
       - The capabilities to apply; they always run in the order of the default.
@@ -123,6 +133,10 @@ EXAMPLES = r"""
   aiinfra.datapath.datapath_apply:
     spec: "{{ datapath }}"
     capabilities: [sysctl, hugepages, kernel_cmdline]
+
+- name: The spec read from a host variable (on large inventories; what the datapath role does)
+  aiinfra.datapath.datapath_apply:
+    spec_var: datapath
 """
 
 RETURN = r"""

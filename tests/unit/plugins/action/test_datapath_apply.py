@@ -102,3 +102,40 @@ def test_the_documented_choices_are_the_capabilities_and_their_old_names() -> No
         role = yaml.safe_load(handle)
     option = role["argument_specs"]["main"]["options"]["datapath_capabilities"]
     assert option["choices"] == choices and option["default"] == ORDER
+
+
+class _Templar:
+    """Resolves ``{{ name }}`` from the variables, as the action's templar would."""
+
+    def __init__(self, variables: dict) -> None:
+        self.variables = variables
+
+    def template(self, value: object) -> object:
+        if isinstance(value, str) and value.startswith("{{ ") and value.endswith(" }}"):
+            return self.template(self.variables[value[3:-3]])
+        return value
+
+
+def test_the_spec_from_its_argument_or_from_the_variable_spec_var_names() -> None:
+    spec = {"hosts": {"node1": {}}}
+    task_vars = {"datapath": spec, "datapath_spec": "{{ datapath }}", "nothing": None}
+    templar = _Templar(task_vars)
+    assert action.ActionModule._spec({"spec": spec}, task_vars, templar, "node1") is spec
+    # the role passes spec_var: datapath_spec (the spec stays out of the task's arguments)
+    assert action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, templar, "node1") is spec
+    with pytest.raises(AnsibleActionFail, match="mutually exclusive"):
+        action.ActionModule._spec({"spec": spec, "spec_var": "datapath"}, task_vars, templar, "node1")
+    with pytest.raises(AnsibleActionFail, match="spec_var 'datapth' names no variable of node1"):
+        action.ActionModule._spec({"spec_var": "datapth"}, task_vars, templar, "node1")
+    with pytest.raises(AnsibleActionFail, match="spec_var 3 names no variable"):
+        action.ActionModule._spec({"spec_var": 3}, task_vars, templar, "node1")
+    for args in ({}, {"spec_var": "nothing"}):
+        with pytest.raises(AnsibleActionFail, match="no cluster spec"):
+            action.ActionModule._spec(args, task_vars, templar, "node1")
+
+
+def test_the_role_passes_the_spec_by_variable_name() -> None:
+    with open(f"{caps.__file__.rsplit('/plugins/', 1)[0]}/roles/datapath/tasks/main.yml", encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)
+    (apply,) = [task["aiinfra.datapath.datapath_apply"] for task in tasks if "aiinfra.datapath.datapath_apply" in task]
+    assert apply["spec_var"] == "datapath_spec" and "spec" not in apply
