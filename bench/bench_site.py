@@ -64,9 +64,6 @@ def controller_cache(tree: str) -> str:
     return os.path.join(REPO, ".cache", "bench", "controller-cache", os.path.basename(tree))
 
 
-CPU: list[float] = []  # controller CPU seconds of each run timed(), in order
-
-
 def children_cpu() -> float:
     """User + system CPU seconds of this process's waited-for descendants so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -74,14 +71,19 @@ def children_cpu() -> float:
 
 
 def timed(argv: list[str], tree: str = REPO, no_change: bool = False) -> float:
-    """Seconds of one run; with ``no_change`` the run must change nothing (a fair re-run). The
-    run's controller CPU (its process tree as far as it is waited for) is appended to CPU."""
+    """Seconds of one run; with ``no_change`` the run must change nothing (a fair re-run)."""
+    return measured(argv, tree, no_change)[0]
+
+
+def measured(argv: list[str], tree: str = REPO, no_change: bool = False) -> tuple[float, float]:
+    """Seconds of one run and its controller CPU seconds (its process tree as far as it is
+    waited for); with ``no_change`` the run must change nothing."""
     env = dict(ENV, ANSIBLE_CONFIG=os.path.join(tree, "ansible.cfg"), AIINFRA_DATAPATH_CACHE=controller_cache(tree))
     cpu0 = children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tree, check=False)
     elapsed = time.perf_counter() - t0
-    CPU.append(children_cpu() - cpu0)
+    cpu = children_cpu() - cpu0
     recap = proc.stdout.rpartition("PLAY RECAP")[2]
     changed = [int(n) for n in re.findall(r"\bchanged=(\d+)", recap)]
     if proc.returncode == 0 and no_change and (not changed or any(changed)):
@@ -92,7 +94,7 @@ def timed(argv: list[str], tree: str = REPO, no_change: bool = False) -> float:
             fh.write(proc.stdout + proc.stderr)
         sys.stderr.write(f"full output: {log}\n" + proc.stdout[-4000:] + proc.stderr[-2000:])
         raise SystemExit(f"{' '.join(argv[:3])} failed (rc={proc.returncode})")
-    return elapsed
+    return elapsed, cpu
 
 
 def worktree(rev: str) -> tuple[str, str]:
@@ -148,10 +150,12 @@ def main() -> int:
             ping = [os.path.join(BIN, "ansible"), "all", "-i", inventory, "-m", "ansible.builtin.ping"]
             reruns, pings, rerun_cpu, ping_cpu = [], [], [], []
             for _ in range(args.rounds):  # alternating: load on the host hits both alike
-                reruns.append(timed(site, no_change=True))
-                rerun_cpu.append(CPU[-1])
-                pings.append(timed(ping))
-                ping_cpu.append(CPU[-1])
+                seconds, cpu = measured(site, no_change=True)
+                reruns.append(seconds)
+                rerun_cpu.append(cpu)
+                seconds, cpu = measured(ping)
+                pings.append(seconds)
+                ping_cpu.append(cpu)
             figures[f"site_rerun_{n}_s"] = statistics.median(reruns)
             figures[f"ping_{n}_s"] = statistics.median(pings)
             figures[f"ratio_rerun_vs_ping_{n}"] = figures[f"site_rerun_{n}_s"] / figures[f"ping_{n}_s"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 from ansible.errors import AnsibleActionFail
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from ansible_collections.aiinfra.datapath.plugins.action import datapath_apply as action
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
 
@@ -104,25 +106,15 @@ def test_the_documented_choices_are_the_capabilities_and_their_old_names() -> No
     assert option["choices"] == choices and option["default"] == ORDER
 
 
-class _Templar:
-    """Resolves ``{{ name }}`` from the variables, as the action's templar would."""
-
-    def __init__(self, variables: dict) -> None:
-        self.variables = variables
-
-    def template(self, value: object) -> object:
-        if isinstance(value, str) and value.startswith("{{ ") and value.endswith(" }}"):
-            return self.template(self.variables[value[3:-3]])
-        return value
-
-
 def test_the_spec_from_its_argument_or_from_the_variable_spec_var_names() -> None:
     spec = {"hosts": {"node1": {}}}
-    task_vars = {"datapath": spec, "datapath_spec": "{{ datapath }}", "nothing": None}
-    templar = _Templar(task_vars)
+    # the role's default, as ansible loads it from defaults/main.yml (trusted as a template)
+    task_vars = {"datapath": spec, "datapath_spec": trust_as_template("{{ datapath | default(none) }}"),
+                 "nothing": trust_as_template("{{ undefined_here | default(none) }}")}
+    templar = Templar(loader=DataLoader(), variables=task_vars)
     assert action.ActionModule._spec({"spec": spec}, task_vars, templar, "node1") is spec
     # the role passes spec_var: datapath_spec (the spec stays out of the task's arguments)
-    assert action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, templar, "node1") is spec
+    assert action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, templar, "node1") == spec
     with pytest.raises(AnsibleActionFail, match="mutually exclusive"):
         action.ActionModule._spec({"spec": spec, "spec_var": "datapath"}, task_vars, templar, "node1")
     with pytest.raises(AnsibleActionFail, match="spec_var 'datapth' names no variable of node1"):
