@@ -21,6 +21,8 @@ from typing import Any
 from ansible import constants as C
 from ansible import context
 from ansible.errors import AnsibleActionFail
+from ansible.executor.interpreter_discovery import InterpreterDiscoveryRequiredError
+from ansible.executor.module_common import modify_module
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -237,8 +239,10 @@ class ActionModule(ActionBase):
                 batch_args["metrics"] = {"directory": to_text(directory) if directory else None}
             cache = self._payload_cache(task_vars)
             if cache:
-                display.vvv(f"datapath_run payload from the cache of earlier runs: {cache(payload_cache.prime)}",
-                            host=host)
+                primed = cache(payload_cache.prime)
+                if primed in ("missing", "stale"):  # built now, with bytecode, before any node runs it
+                    primed = f"{primed}; {self._build_payload(cache, task_vars)}"
+                display.vvv(f"datapath_run payload from the cache of earlier runs: {primed}", host=host)
             if assumed is not None:
                 batch_args["expect_facts"] = {k: assumed.get(k) for k in ("memory_bytes", "numa_nodes")}
             batch = self._execute_module(module_name=f"{COLLECTION}.datapath_run",
@@ -327,9 +331,27 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=f"{failed_capability}: {to_text(failure.get('msg', 'failed'))}")
         return result
 
+    def _build_payload(self, cache: Any, task_vars: dict[str, Any]) -> str:
+        """Where no payload was kept (or it was stale): ansible's own build of datapath_run into
+        this run's file, now, and the module_utils compiled into it before any node runs it (the
+        module's own call reads that file); returns what payload_cache.add_bytecode did."""
+
+        def build(_fqn: str, path: str, compression: str) -> str:
+            try:
+                modify_module(module_name=f"{COLLECTION}.datapath_run", module_path=path, module_args={},
+                              templar=self._templar, task_vars=task_vars, module_compression=compression,
+                              remote_is_local=bool(getattr(self._connection, "_remote_is_local", False)))
+            except InterpreterDiscoveryRequiredError:
+                pass  # the payload is built (before the interpreter is looked up): discovered by the module's call
+            return "built"
+
+        built = cache(build)
+        return f"{built}, bytecode {cache(payload_cache.add_bytecode)}" if built == "built" else built
+
     def _payload_cache(self, task_vars: dict[str, Any]) -> Any:
-        """``step(prime or keep) -> outcome`` for datapath_run's payload (plugin_utils/payload_cache.py),
-        or None where the module does not resolve to a collection file. A cache that fails is no cache."""
+        """``step(prime, a build, add_bytecode or keep) -> outcome`` for datapath_run's payload
+        (plugin_utils/payload_cache.py), or None where the module does not resolve to a collection
+        file. A cache that fails is no cache."""
         try:
             found = self._shared_loader_obj.module_loader.find_plugin_with_context(
                 f"{COLLECTION}.datapath_run", ".py", collection_list=self._task.collections)

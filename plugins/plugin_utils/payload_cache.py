@@ -25,7 +25,9 @@ compiling about 100 source files on every node and every run (0.15 s of CPU per 
 what the node's Python spends before the first capability runs). The node checks each ``.pyc``
 against the hash of the ``.py`` next to it in the payload (which is checked against this
 controller's source here), and a Python of another version rejects the magic number and
-compiles the source as before. The module itself stays source. Compiled code names its file
+compiles the source as before. The module itself stays source. Where no copy is kept (a first
+run), ``add_bytecode`` compiles the module_utils into the payload ansible built in this run before
+any node runs it, so that the first run's nodes load bytecode too. Compiled code names its file
 ``<datapath_run bytecode>/<path in the payload>`` (zipimport does not rename it to the node's
 temporary path): tracebacks read the same; ansible's own fallback attribution of a deprecation
 by the caller's file (used only where the caller names no collection) reads this collection's
@@ -42,13 +44,16 @@ import base64
 import binascii
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import io
 import marshal
 import os
 import pickle
+import types
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import ansible
@@ -205,6 +210,44 @@ def keep(fqn: str, module_path: str, compression: str, environ: Any = None, node
             fcntl.lockf(lock, fcntl.LOCK_UN)
 
 
+def add_bytecode(fqn: str, module_path: str, compression: str, environ: Any = None) -> str:
+    """Before the nodes run a payload ansible built in this run (no copy was kept, or it was
+    stale): the module_utils compiled into it (with_bytecode), in this run's file, which ansible
+    reads for every host, and in the copy kept for later runs. The nodes of a first run then load
+    the bytecode instead of each compiling about 100 files; a node whose Python is another
+    version rejects its magic number and compiles the sources, as before. Returns ``off``,
+    ``absent``, ``unsafe``, ``present`` (the payload has bytecode: another fork of this run added
+    it), ``stale`` (not this controller's sources: left as ansible built it, nothing kept) or
+    ``added``. The forks of a run call this together: one compiles, under the lock keep() takes."""
+    directory = cache_dir(environ)
+    if directory is None:
+        return "off"
+    built = run_file(fqn, compression)
+    if not os.path.exists(built):
+        return "absent"
+    if not controller_cache.make_private_dir(directory):
+        return "unsafe"
+    kept = os.path.join(directory, _key(fqn, module_path, compression))
+    with open(kept + ".lock", "w", encoding="utf-8") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        try:
+            payload = _load(built)  # ansible's own file of this run, read as ansible reads it
+            zip_data = payload.zip_data
+            if not isinstance(zip_data, bytes):
+                return "absent"
+            if _has_bytecode(zip_data):
+                return "present"
+            if not matches_sources(zip_data, fqn, module_path):
+                return "stale"
+            data = pickle.dumps(dataclasses.replace(payload, zip_data=_compiled(zip_data, fqn, module_path)))
+            controller_cache.write_bytes(built, data)
+            controller_cache.write_bytes(kept, data)
+            controller_cache.write_bytes(kept + ".from", hashlib.sha256(data).hexdigest().encode() + b"\n")
+            return "added"
+        finally:
+            fcntl.lockf(lock, fcntl.LOCK_UN)
+
+
 def _current(built: str, kept: str, node_magic: str | None) -> bool:
     """Whether the kept copy is this run's payload (the file itself, primed, or the copy made from
     it), with bytecode where the node could use it."""
@@ -243,8 +286,7 @@ def _keep(fqn: str, module_path: str, built: str, kept: str, node_magic: str | N
     if not isinstance(zip_data, bytes) or not matches_sources(zip_data, fqn, module_path):
         return "absent"  # the sources changed during the run: keep nothing
     if node_magic == MAGIC and not _has_bytecode(zip_data):
-        prefixes = (_collection_root(module_path, fqn)[0] + "plugins/module_utils/", "ansible/module_utils/")
-        data = pickle.dumps(dataclasses.replace(payload, zip_data=with_bytecode(zip_data, prefixes)))
+        data = pickle.dumps(dataclasses.replace(payload, zip_data=_compiled(zip_data, fqn, module_path)))
         outcome = "kept with bytecode"
     else:
         data, outcome = raw, "kept"
@@ -265,27 +307,96 @@ def _sources(zip_data: bytes) -> dict[str, bytes]:
     return {name: archive.read(name) for name in archive.namelist() if not name.endswith(".pyc")}
 
 
-def with_bytecode(zip_data: bytes, prefix: str | tuple[str, ...]) -> bytes:
+def with_bytecode(zip_data: bytes, prefix: str | tuple[str, ...],
+                  origin: Callable[[str], str | None] | None = None) -> bytes:
     """The payload with a checked hash-based ``.pyc`` (PEP 552) next to every ``.py`` under
-    ``prefix`` (one or several), compiled as zipimport compiles the source; every other entry as it was."""
-    source = zipfile.ZipFile(io.BytesIO(base64.b64decode(zip_data)))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as target:
+    ``prefix`` (one or several), compiled as zipimport compiles the source; every other entry as it was.
+
+    ``origin`` names the file on this controller an entry came from: where that file is the
+    entry byte for byte and Python's own cache (``__pycache__``, written when the file was
+    installed or imported) holds its bytecode, valid for this source as the import system checks
+    it, that code is used, renamed, instead of compiling the file again (most of ansible's)."""
+    raw = base64.b64decode(zip_data)
+    source = zipfile.ZipFile(io.BytesIO(raw))
+    infos = source.infolist()
+    recompile = any(info.filename.endswith(".pyc") for info in infos)
+    # the .pyc entries appended to the archive as it is (its entries are not compressed again),
+    # or, where it holds .pyc files of a copy kept by an earlier version of this cache, rewritten
+    out = io.BytesIO(b"" if recompile else raw)
+    with zipfile.ZipFile(out, "w" if recompile else "a") as target:
         target.comment = BYTECODE_COMMENT
-        for info in source.infolist():
+        for info in infos:
             if info.filename.endswith(".pyc"):
-                continue  # compiled again below (a copy kept by an earlier version of this cache)
-            data = source.read(info)
-            target.writestr(info, data)
-            if info.filename.startswith(prefix) and info.filename.endswith(".py"):
-                text = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # as zipimport does
-                code = compile(text, CODE_PREFIX + info.filename, "exec", dont_inherit=True)
+                continue  # compiled again below
+            wanted = info.filename.startswith(prefix) and info.filename.endswith(".py")
+            data = source.read(info) if recompile or wanted else b""
+            if recompile:
+                target.writestr(info, data)
+            if wanted:
+                name = CODE_PREFIX + info.filename
+                code = _installed_code(origin(info.filename) if origin else None, data, name)
+                if code is None:
+                    text = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # as zipimport does
+                    code = compile(text, name, "exec", dont_inherit=True)
                 compiled = zipfile.ZipInfo(info.filename + "c", date_time=info.date_time)
                 compiled.compress_type = info.compress_type
                 # magic, flags (hash-based, check the source), the source's hash, the code
                 target.writestr(compiled, importlib.util.MAGIC_NUMBER + (0b11).to_bytes(4, "little")
                                 + importlib.util.source_hash(data) + marshal.dumps(code))
     return base64.b64encode(out.getvalue())
+
+
+def _installed_code(path: str | None, data: bytes, name: str) -> types.CodeType | None:
+    """The code of ``path`` from Python's cache beside it, named ``name``, when ``path`` holds
+    ``data`` and the cached file is valid for it (magic number; its source's mtime and size, or
+    its source's hash), as the import system would load it; otherwise None (compile instead)."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            if handle.read() != data:
+                return None
+        stat = os.stat(path)
+        with open(importlib.util.cache_from_source(path), "rb") as handle:
+            cached = handle.read()
+    except (OSError, ValueError, NotImplementedError):
+        return None
+    if len(cached) < 16 or cached[:4] != importlib.util.MAGIC_NUMBER:
+        return None
+    flags = int.from_bytes(cached[4:8], "little")
+    if flags == 0:  # timestamp-based: the source's mtime and size, as the import system checks them
+        if (int.from_bytes(cached[8:12], "little") != int(stat.st_mtime) & 0xFFFFFFFF
+                or int.from_bytes(cached[12:16], "little") != stat.st_size & 0xFFFFFFFF):
+            return None
+    elif flags & ~0b11 or cached[8:16] != importlib.util.source_hash(data):
+        return None
+    try:
+        code = marshal.loads(cached[16:])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return _renamed(code, name) if isinstance(code, types.CodeType) else None
+
+
+def _renamed(code: types.CodeType, name: str) -> types.CodeType:
+    """``code`` and every code object in it with the file name ``name``."""
+    consts = tuple(_renamed(const, name) if isinstance(const, types.CodeType) else const for const in code.co_consts)
+    return code.replace(co_filename=name, co_consts=consts)
+
+
+def _origin(fqn: str, module_path: str, name: str) -> str | None:
+    """The file on this controller a payload entry came from (this collection's or ansible's)."""
+    prefix, root = _collection_root(module_path, fqn)
+    if name.startswith("ansible/"):
+        return os.path.join(ANSIBLE_ROOT, name)
+    if name.startswith(prefix):
+        return os.path.join(root, name[len(prefix):])
+    return None
+
+
+def _compiled(zip_data: bytes, fqn: str, module_path: str) -> bytes:
+    """The payload with this collection's and ansible's module_utils compiled (with_bytecode)."""
+    prefixes = (_collection_root(module_path, fqn)[0] + "plugins/module_utils/", "ansible/module_utils/")
+    return with_bytecode(zip_data, prefixes, functools.partial(_origin, fqn, module_path))
 
 
 def _write(target: str, source: str) -> None:

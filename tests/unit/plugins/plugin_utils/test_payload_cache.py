@@ -12,6 +12,7 @@ import dataclasses
 import importlib.util
 import io
 import json
+import marshal
 import os
 import pickle
 import subprocess
@@ -36,7 +37,7 @@ _RUN = r"""
 import json, sys
 from ansible import constants as C
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
-collections, local_tmp, module, prime, magic = sys.argv[1:6]
+collections, local_tmp, module, prime, magic, add = sys.argv[1:7]
 _AnsibleCollectionFinder(paths=[collections])._install()
 C.DEFAULT_LOCAL_TMP = local_tmp
 from ansible.executor.module_common import modify_module
@@ -45,21 +46,31 @@ from ansible.template import Templar
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache as pc
 fqn = "ansible_collections.aiinfra.datapath.plugins.modules.datapath_run"
 primed = pc.prime(fqn, module, "ZIP_DEFLATED") if prime == "yes" else None
-built = modify_module(module_name="datapath_run", module_path=module, module_args={},
-                      templar=Templar(loader=DataLoader()), module_compression="ZIP_DEFLATED",
-                      task_vars={"ansible_python_interpreter": "/usr/bin/python3"})
-print(json.dumps({"primed": primed, "kept": pc.keep(fqn, module, "ZIP_DEFLATED", node_magic=magic or None),
+def build():
+    return modify_module(module_name="datapath_run", module_path=module, module_args={},
+                         templar=Templar(loader=DataLoader()), module_compression="ZIP_DEFLATED",
+                         task_vars={"ansible_python_interpreter": "/usr/bin/python3"})
+built = build()
+added = None
+if add == "yes":  # as datapath_apply does where nothing was primed: bytecode in, then the module's own build
+    added = pc.add_bytecode(fqn, module, "ZIP_DEFLATED")
+    built = build()
+print(json.dumps({"primed": primed, "added": added,
+                  "kept": pc.keep(fqn, module, "ZIP_DEFLATED", node_magic=magic or None),
                   "module": built.b_module_data.decode()}))
 """
 
 
-def _ansible_run(tmp: Path, name: str, cache: Path, prime: bool, magic: str = pc.MAGIC) -> dict[str, Any]:
-    """One run with ``cache`` as the payload directory (``<AIINFRA_DATAPATH_CACHE>/ansiballz``)."""
+def _ansible_run(tmp: Path, name: str, cache: Path, prime: bool, magic: str = pc.MAGIC,
+                 add: bool = False) -> dict[str, Any]:
+    """One run with ``cache`` as the payload directory (``<AIINFRA_DATAPATH_CACHE>/ansiballz``);
+    ``add``: with the bytecode added after ansible's build, before the module is sent."""
     local_tmp = tmp / name
     local_tmp.mkdir()
     env = dict(os.environ, **{ENV: str(cache.parent)})
     out = subprocess.run([sys.executable, "-c", _RUN, str(COLLECTIONS), str(local_tmp), MODULE,
-                          "yes" if prime else "no", magic], env=env, capture_output=True, text=True, check=True)
+                          "yes" if prime else "no", magic, "yes" if add else "no"],
+                         env=env, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
     result["file"] = local_tmp / "ansiballz_cache" / f"{FQN}-{ZIP}-none"
     return result
@@ -369,3 +380,107 @@ def test_the_forks_of_a_cold_run_compile_once(runs: dict[str, Any], tmp_path: Pa
     Path(pc.run_file(FQN, ZIP)).unlink()
     assert pc.prime(FQN, MODULE, ZIP, env) == "primed"
     assert pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC) == "current"
+
+
+def test_a_first_run_sends_the_nodes_the_bytecode(tmp_path: Path, runs: dict[str, Any]) -> None:
+    """Where no copy is kept, the bytecode goes into this run's file before any node runs it: the
+    module ansible then builds carries it, the copy for later runs is kept before the call, and
+    after the call there is nothing left to keep."""
+    cache = tmp_path / "root" / "ansiballz"
+    first = _ansible_run(tmp_path, "first", cache, prime=True, add=True)
+    assert (first["primed"], first["added"], first["kept"]) == ("missing", "added", "current")
+    sent = _zip_data(first["file"])
+    assert pc._has_bytecode(sent) and sent.decode() in first["module"]
+    assert _zip_data(_kept_file(cache)) == sent
+    # the same entries as a copy compiled after the call (runs: the earlier way), the same code
+    late = zipfile.ZipFile(io.BytesIO(base64.b64decode(_zip_data(_kept_file(runs["cache"])))))
+    early = zipfile.ZipFile(io.BytesIO(base64.b64decode(sent)))
+    assert sorted(early.namelist()) == sorted(late.namelist())
+    for name in early.namelist():
+        if name.endswith(".pyc"):
+            assert early.read(name)[:16] == late.read(name)[:16]  # magic, flags, the source's hash
+            assert marshal.loads(early.read(name)[16:]) == marshal.loads(late.read(name)[16:])
+        else:
+            assert early.read(name) == late.read(name)
+    second = _ansible_run(tmp_path, "second", cache, prime=True, add=True)
+    assert (second["primed"], second["added"], second["kept"]) == ("primed", "present", "current")
+
+
+def test_the_forks_of_a_first_run_compile_once(runs: dict[str, Any], tmp_path: Path, local_tmp: Path) -> None:
+    import multiprocessing
+
+    cache = tmp_path / "root" / "ansiballz"
+    env = {ENV: str(cache.parent)}
+    Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
+    Path(pc.run_file(FQN, ZIP)).write_bytes(runs["first"]["file"].read_bytes())  # ansible's build of this run
+    context = multiprocessing.get_context("fork")
+    outcomes = context.Queue()
+    start = context.Event()
+
+    def fork() -> None:
+        start.wait()
+        outcomes.put(pc.add_bytecode(FQN, MODULE, ZIP, env))
+
+    workers = [context.Process(target=fork) for _index in range(6)]
+    for worker in workers:
+        worker.start()
+    start.set()
+    for worker in workers:
+        worker.join(60)
+    assert sorted(outcomes.get(timeout=5) for _worker in workers) == ["added"] + ["present"] * 5
+    assert pc._has_bytecode(_zip_data(Path(pc.run_file(FQN, ZIP))))
+    assert pc.keep(FQN, MODULE, ZIP, env, node_magic=pc.MAGIC) == "current"
+
+
+def test_a_run_file_that_is_not_the_sources_gets_no_bytecode(runs: dict[str, Any], tmp_path: Path,
+                                                             local_tmp: Path) -> None:
+    cache = tmp_path / "root" / "ansiballz"
+    env = {ENV: str(cache.parent)}
+    with runs["first"]["file"].open("rb") as handle:
+        payload = pickle.load(handle)
+    name = "ansible_collections/aiinfra/datapath/plugins/modules/datapath_run.py"
+    other = pickle.dumps(dataclasses.replace(payload, zip_data=_rezip(payload.zip_data, {name: b"# other\n"})))
+    Path(pc.run_file(FQN, ZIP)).parent.mkdir(parents=True)
+    Path(pc.run_file(FQN, ZIP)).write_bytes(other)
+    assert pc.add_bytecode(FQN, MODULE, ZIP, env) == "stale"
+    assert Path(pc.run_file(FQN, ZIP)).read_bytes() == other
+    assert [p.name for p in cache.iterdir() if "." not in p.name] == []  # nothing kept
+    assert pc.add_bytecode(FQN, MODULE, ZIP, {ENV: "off"}) == "off"
+    Path(pc.run_file(FQN, ZIP)).unlink()
+    assert pc.add_bytecode(FQN, MODULE, ZIP, env) == "absent"
+
+
+def test_installed_bytecode_is_used_only_for_its_very_source(tmp_path: Path) -> None:
+    """Python's own cache beside a file is used, renamed, where it is valid for the payload's
+    bytes as the import system checks it; any doubt compiles the source."""
+    import py_compile
+
+    source = tmp_path / "mod.py"
+    data = b"X = 1\n\n\ndef f():\n    return [i for i in range(3)]\n"
+    source.write_bytes(data)
+    name = pc.CODE_PREFIX + "ansible/module_utils/mod.py"
+    expected = compile(data, name, "exec", dont_inherit=True)
+    assert pc._installed_code(str(source), data, name) is None  # no cache beside it
+
+    def names(code: Any) -> set[str]:
+        found = {code.co_filename}
+        for const in code.co_consts:
+            if hasattr(const, "co_filename"):
+                found |= names(const)
+        return found
+
+    for mode in (py_compile.PycInvalidationMode.TIMESTAMP, py_compile.PycInvalidationMode.CHECKED_HASH):
+        py_compile.compile(str(source), invalidation_mode=mode, doraise=True)
+        code = pc._installed_code(str(source), data, name)
+        assert code == expected and names(code) == {name}, mode
+        assert pc._installed_code(str(source), data.replace(b"X = 1", b"X = 2"), name) is None  # not the payload's
+    cached = Path(importlib.util.cache_from_source(str(source)))
+    py_compile.compile(str(source), invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP, doraise=True)
+    os.utime(source, (1, 1))  # the source's mtime is not the one the cache was made for
+    assert pc._installed_code(str(source), data, name) is None
+    py_compile.compile(str(source), invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH, doraise=True)
+    cached.write_bytes(b"\x55\x0d\x0d\x0a" + cached.read_bytes()[4:])  # another Python's
+    assert pc._installed_code(str(source), data, name) is None
+    cached.write_bytes(importlib.util.MAGIC_NUMBER + b"\x03\0\0\0" + b"\0" * 8 + b"broken")
+    assert pc._installed_code(str(source), data, name) is None
+    assert pc._installed_code(None, data, name) is None
