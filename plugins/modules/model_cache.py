@@ -33,6 +33,12 @@ description:
   - B(Resume.) A partial file left by an interrupted run (or an interrupted transfer within
     this run, up to O(retries) times) is re-hashed locally and the download continues with
     C(Range) (HTTP 206). A source that answers 200 instead restarts the file from byte 0.
+  - B(Page cache.) While a file is written, what is already on the disk (flushed every 128 MiB
+    in the background) and hashed leaves the page cache (C(POSIX_FADV_DONTNEED)); a copy keeps its
+    last 128 MiB or so cached (from a local path, also what is yet to be hashed), so warming a
+    model larger than the node's memory does not push the node's working set out, and the copy
+    reuses the pages it just freed. A model server then reads the model from the local disk, the
+    cache's purpose.
   - B(Atomic publish.) Files are fsynced, the staging version directory is renamed to
     C(<cache_dir>/<name>/<version>) (same filesystem), then C(current) is switched. A reader never
     sees a half-written version.

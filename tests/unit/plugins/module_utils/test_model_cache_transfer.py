@@ -546,3 +546,101 @@ def test_kernel_copy_continues_with_sendfile_when_copy_file_range_answers_0(tmp_
     data = blob(2 * MiB + 9)
     copied, digest, _position, written = _copy(tmp_path, data, chunk=MiB)
     assert copied == len(data) and written == data and digest.hexdigest() == sha(data)
+
+
+def _resident_bytes(path: Path) -> int:
+    """Bytes of ``path`` in the page cache, as util-linux's fincore counts them."""
+    import subprocess
+
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+class _CountingDigest:
+    """sha256 that counts the bytes it was given, slowly (a hasher that lags behind the copy)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.inner = hashlib.sha256()
+        self.count = 0
+        self.delay = delay
+
+    def update(self, data) -> None:
+        if self.delay:
+            time.sleep(self.delay)
+        self.inner.update(data)
+        self.count += len(data)
+
+    def hexdigest(self) -> str:
+        return self.inner.hexdigest()
+
+
+def test_the_stream_copy_leaves_what_is_on_the_disk_out_of_the_page_cache(tmp_path, monkeypatch):
+    """After each background flush the pages it made durable are dropped (fadvise DONTNEED), never
+    past what was written before the flush: the copy keeps about WRITEBACK_EVERY bytes cached."""
+    drops: list[tuple[int, int]] = []
+    real = transfer.drop_cached
+
+    def recording(fd, end):
+        drops.append((end, os.fstat(fd).st_size))
+        real(fd, end)
+
+    monkeypatch.setattr(transfer, "drop_cached", recording)
+    monkeypatch.setattr(transfer, "WRITEBACK_EVERY", 1 << 20)
+    data = os.urandom(16 << 20)
+    target = tmp_path / "out.bin"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"x" * 4096)  # resuming after a part already there
+        digest = hashlib.sha256()
+        transfer.stream_copy(io.BufferedReader(io.BytesIO(data)), fd, digest, chunk=256 << 10)
+    finally:
+        os.close(fd)
+    assert _resident_bytes(target) < len(data) // 2  # most of the copy left the page cache (before reading it)
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert target.read_bytes() == b"x" * 4096 + data
+    assert drops and all(0 < end <= size for end, size in drops)
+    assert drops[-1][0] >= 4096 + (8 << 20)
+
+
+def test_the_kernel_copy_drops_no_page_its_hasher_has_not_read_back(tmp_path, monkeypatch):
+    drops: list[int] = []
+    digest = _CountingDigest(delay=0.002)
+
+    def recording(fd, end):
+        assert end <= digest.count, (end, digest.count)  # nothing the hasher has yet to read back
+        drops.append(end)
+
+    monkeypatch.setattr(transfer, "drop_cached", recording)
+    data = os.urandom(12 << 20)
+    source = tmp_path / "src.bin"
+    source.write_bytes(data)
+    target = tmp_path / "out.bin"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
+    read_fd = os.open(str(target), os.O_RDONLY)
+    try:
+        with open(source, "rb") as handle:
+            transfer.kernel_copy(handle.fileno(), fd, read_fd, digest, chunk=256 << 10, read_size=64 << 10,
+                                 writeback_every=1 << 20, sync=True)
+    finally:
+        os.close(fd)
+        os.close(read_fd)
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert drops, "the background flushes dropped what was durable and hashed"
+
+
+def test_a_page_cache_advice_that_fails_changes_nothing(tmp_path, monkeypatch):
+    def refused(*_args):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(os, "posix_fadvise", refused)
+    monkeypatch.setattr(transfer, "WRITEBACK_EVERY", 1 << 20)
+    data = os.urandom(4 << 20)
+    target = tmp_path / "out.bin"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        digest = hashlib.sha256()
+        assert transfer.stream_copy(io.BytesIO(data), fd, digest, chunk=256 << 10) == len(data)
+    finally:
+        os.close(fd)
+    assert target.read_bytes() == data and digest.hexdigest() == hashlib.sha256(data).hexdigest()
