@@ -23,7 +23,9 @@ every node's NVMe cache is laid out with nvme_layout, then:
 
 (c) first, without the lab (also alone with --host-only): the verified copy of the same files on
     this host's disk, side by side in one run: the engine's kernel copy, the buffered pipeline it
-    replaced for local files (Transfer(kernel_copy=False)), and `cp --sparse=never` + `sync`.
+    replaced for local files (Transfer(kernel_copy=False)), and `cp --sparse=never` + `sync`;
+    and one core's SHA-256 of as many bytes from memory, the ceiling of a verified copy of one
+    file (where `cp` + `sync` is faster than that, the ratio to `cp` cannot reach 1).
 
 Prints one `name: value` line per figure, with its goal next to it where issue 18 set one;
 ratios come from the same run (median of --rounds, after --warmup rounds not counted; `_best`:
@@ -310,7 +312,20 @@ def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, 
         subprocess.run(["sync", *dests], check=True)
         return time.perf_counter() - t0
 
-    times: dict[str, list[float]] = {"kernel": [], "buffered": [], "cp": []}
+    def sha256_seconds() -> float:
+        """One core's SHA-256 of the same number of bytes, from memory: no verified copy of one
+        file can be faster (its bytes pass through one hash object in order)."""
+        import hashlib
+
+        block = os.urandom(8 * MIB)
+        digest = hashlib.sha256()
+        t0 = time.perf_counter()
+        for _ in range(total // len(block)):
+            digest.update(block)
+        digest.update(block[: total % len(block)])
+        return time.perf_counter() - t0
+
+    times: dict[str, list[float]] = {"kernel": [], "buffered": [], "cp": [], "sha256": []}
     try:
         for i in range(warmup + rounds):
             order = ["kernel", "buffered", "cp"]
@@ -318,6 +333,8 @@ def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, 
                 seconds = engine(how == "kernel") if how != "cp" else cp()
                 if i >= warmup:
                     times[how].append(seconds)
+            if i >= warmup:
+                times["sha256"].append(sha256_seconds())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     mib = total / MIB
@@ -330,6 +347,10 @@ def host_copy_figures(model_dir: str, files: list[dict[str, Any]], rounds: int, 
         ("host_verified_copy_kernel_vs_cp_ratio", f"{rate['kernel'] / rate['cp']:.3f}"),
         ("host_verified_copy_buffered_vs_cp_ratio", f"{rate['buffered'] / rate['cp']:.3f}"),
         ("host_verified_copy_kernel_spread_pct", f"{spread(times['kernel']):.1f}"),
+        # the ceiling of a verified copy of one file: one core hashing it, nothing else
+        ("host_sha256_one_core_MiBps", f"{rate['sha256']:.0f}"),
+        ("host_sha256_one_core_vs_cp_ratio", f"{rate['sha256'] / rate['cp']:.3f}"),
+        ("host_verified_copy_kernel_vs_sha256_ratio", f"{rate['kernel'] / rate['sha256']:.3f}"),
     ]
 
 
