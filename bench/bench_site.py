@@ -14,10 +14,10 @@ For each size N, on a fresh lab of N nodes (fresh NVMe images, fresh node /etc):
     ratio_controller_cpu_rerun_vs_ping_N   how much more controller work a re-run is than a ping
 Then the first converge of 4 nodes against the same work done the usual way (one task per
 sysctl key with ansible.posix.sysctl, community.general.parted + filesystem, ansible.posix.mount,
-...): --rounds rounds, each running in turn on a fresh lab ours with a cold controller cache (the
-first round's is site_first_converge_4_s of the size loop), ours on new nodes with the controller
-cache kept (site_first_converge_warm_4_s), and the conventional playbook; medians, with the runs
-behind them (`*_runs_s`):
+...), --rounds rounds. Each round runs, in turn and each on a fresh lab: ours with a cold
+controller cache (in the first round the size loop's site_first_converge_4_s), ours on new nodes
+with the controller cache kept (site_first_converge_warm_4_s), and the conventional playbook.
+Medians, with the runs behind them (`*_runs_s`):
     conventional_first_converge_4_s, conventional_rerun_4_s (once, on the last lab)
     ratio_first_converge_ours_vs_conventional_4        goal <= 0.2 (ours with a cold controller cache)
     ratio_first_converge_ours_vs_conventional_4_worst_round   the same, the worst round's own pair
@@ -126,6 +126,11 @@ def fresh_lab(nodes: int, cold: bool = True) -> tuple[Lab, str]:
     return lab, os.path.join(state["inventory_dir"], "hosts.yml")
 
 
+def playbook(inventory: str, path: str = "playbooks/site.yml") -> list[str]:
+    """The argv of ansible-playbook running ``path`` on ``inventory``."""
+    return [os.path.join(BIN, "ansible-playbook"), "-i", inventory, path]
+
+
 def goal(name: str) -> str:
     """The goal of a figure (issue 18), or ''."""
     if name.startswith("ratio_rerun_vs_ping_"):
@@ -150,7 +155,7 @@ def main() -> int:
     try:
         for n in args.sizes:
             lab, inventory = fresh_lab(n)
-            site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/site.yml"]
+            site = playbook(inventory)
             figures[f"site_first_converge_{n}_s"] = timed(site)
             ping = [os.path.join(BIN, "ansible"), "all", "-i", inventory, "-m", "ansible.builtin.ping"]
             reruns, pings, rerun_cpu, ping_cpu = [], [], [], []
@@ -171,11 +176,10 @@ def main() -> int:
                                                                   / statistics.median(ping_cpu))
             if args.compare and n == args.sizes[0]:
                 sha, tree = worktree(args.compare)
-                old = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/site.yml"]
                 times: dict[str, list[float]] = {sha: [], "this": []}
-                timed(old, tree)  # the other code's first re-run writes nothing new, but warms its caches
+                timed(site, tree)  # the other code's first re-run writes nothing new, but warms its caches
                 for _ in range(3):
-                    times[sha].append(timed(old, tree, no_change=True))
+                    times[sha].append(timed(site, tree, no_change=True))
                     times["this"].append(timed(site, no_change=True))
                 for who, values in times.items():
                     figures[f"site_rerun_{who}_{n}_s"] = statistics.median(values)
@@ -188,20 +192,18 @@ def main() -> int:
             # controller that ran this code before (the payload and the plans of the same host
             # names are kept: the usual case of a team's controller), the conventional playbook
             n = 4
-            site = [os.path.join(BIN, "ansible-playbook"), "-i", "INVENTORY", "playbooks/site.yml"]
-            conventional = [os.path.join(BIN, "ansible-playbook"), "-i", "INVENTORY", CONVENTIONAL]
             runs: dict[str, list[float]] = {"cold": [], "warm": [], "conventional": []}
             if f"site_first_converge_{n}_s" in figures:
                 runs["cold"].append(figures[f"site_first_converge_{n}_s"])
             for i in range(args.rounds):
                 if len(runs["cold"]) <= i:
                     lab, inventory = fresh_lab(n)
-                    runs["cold"].append(timed([inventory if a == "INVENTORY" else a for a in site]))
+                    runs["cold"].append(timed(playbook(inventory)))
                 lab, inventory = fresh_lab(n, cold=False)
-                runs["warm"].append(timed([inventory if a == "INVENTORY" else a for a in site]))
+                runs["warm"].append(timed(playbook(inventory)))
                 lab, inventory = fresh_lab(n)
-                runs["conventional"].append(timed([inventory if a == "INVENTORY" else a for a in conventional]))
-            figures[f"conventional_rerun_{n}_s"] = timed([inventory if a == "INVENTORY" else a for a in conventional])
+                runs["conventional"].append(timed(playbook(inventory, CONVENTIONAL)))
+            figures[f"conventional_rerun_{n}_s"] = timed(playbook(inventory, CONVENTIONAL))
             for name, key in ((f"site_first_converge_{n}", "cold"), (f"site_first_converge_warm_{n}", "warm"),
                               (f"conventional_first_converge_{n}", "conventional")):
                 figures[f"{name}_s"] = statistics.median(runs[key])
