@@ -131,3 +131,72 @@ def test_the_role_passes_the_spec_by_variable_name() -> None:
         tasks = yaml.safe_load(handle)
     (apply,) = [task["aiinfra.datapath.datapath_apply"] for task in tasks if "aiinfra.datapath.datapath_apply" in task]
     assert apply["spec_var"] == "datapath_spec" and "spec" not in apply
+
+
+def _example_vars(host: str = "gpu-node-01") -> tuple[dict, Templar]:
+    """A host's variables as ansible-playbook gives them to the action: the example inventory read
+    by ansible's own InventoryManager and VariableManager, the role's defaults read by its DataLoader."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.vars.manager import VariableManager
+    root = caps.__file__.rsplit("/plugins/", 1)[0]
+    loader = DataLoader()
+    inventory = InventoryManager(loader, sources=[f"{root}/inventories/example/hosts.yml"])
+    variables = dict(VariableManager(loader=loader, inventory=inventory).get_vars(host=inventory.get_host(host)))
+    defaults = loader.load_from_file(f"{root}/roles/datapath/defaults/main.yml", trusted_as_template=True)
+    variables["datapath_spec"] = defaults["datapath_spec"]
+    return variables, Templar(loader=loader, variables=variables)
+
+
+def test_a_plain_spec_is_copied_and_equals_what_templating_gives() -> None:
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import plan_cache
+    task_vars, templar = _example_vars()
+    assert isinstance(task_vars["datapath_spec"], str)  # the role's "{{ datapath | default(none) }}"
+    copied = action.plain_variable(task_vars, "datapath_spec")
+    assert copied is not action.NOT_PLAIN
+    templated = templar.template(task_vars["datapath_spec"])
+    assert copied == templated and plan_cache.spec_key(copied) == plan_cache.spec_key(templated)
+    assert action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, templar, "gpu-node-01") == templated
+
+    def types(value: object) -> set[type]:
+        if isinstance(value, dict):
+            return {dict}.union(*(types(k) | types(v) for k, v in value.items()))
+        if isinstance(value, list):
+            return {list}.union(*(types(v) for v in value))
+        return {type(value)}
+    # ansible's tagged subclasses become plain data
+    assert types(copied) <= {dict, list, str, int, float, bool, type(None)}
+
+
+def test_a_spec_with_a_template_in_it_is_templated() -> None:
+    task_vars, templar = _example_vars()
+    spec = dict(task_vars["datapath"])
+    spec["note"] = trust_as_template("built for {{ inventory_hostname }}")
+    task_vars["datapath"] = spec
+    assert action.plain_variable(task_vars, "datapath_spec") is action.NOT_PLAIN
+    got = action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, templar, "gpu-node-01")
+    assert got["note"] == "built for gpu-node-01"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ({"a": [1, 2.5, True, None, "x"]}, {"a": [1, 2.5, True, None, "x"]}),
+    (("a", "b"), ["a", "b"]),
+    ({"{{ key }}": 1}, action.NOT_PLAIN),       # a key is templated too
+    (["{% if x %}"], action.NOT_PLAIN),
+    ("{# comment #}", action.NOT_PLAIN),
+    ({1, 2}, action.NOT_PLAIN),                 # not JSON-like: ansible's templating decides
+])
+def test_plain_data(value: object, expected: object) -> None:
+    assert action.plain_data(value) == expected if expected is not action.NOT_PLAIN \
+        else action.plain_data(value) is action.NOT_PLAIN
+
+
+def test_variable_references_are_followed_as_templating_would() -> None:
+    import datetime
+    task_vars = {"a": trust_as_template("{{ b }}"), "b": trust_as_template("{{c|default(none)}}"),
+                 "c": {"k": "v"}, "d": trust_as_template("{{ missing | default(none) }}"),
+                 "e": trust_as_template("{{ missing }}"), "f": datetime.date(2026, 12, 7),
+                 "g": trust_as_template("{{ c | default({}) }}")}
+    assert action.plain_variable(task_vars, "a") == {"k": "v"}
+    assert action.plain_variable(task_vars, "d") is None  # undefined, with default(none)
+    for name in ("e", "f", "g"):  # undefined without a default, a date, another filter: templated
+        assert action.plain_variable(task_vars, name) is action.NOT_PLAIN
