@@ -63,7 +63,8 @@ def spawn(argv, data=None, env=None):
 
     ``data``: written to the command's stdin, with a newline added (as ``run_command`` does);
     without it the command inherits stdin. A command that cannot be started returns rc 127 (not
-    found) or 126 (not executable), as a shell would, with the reason in stderr.
+    found) or 126 (not executable, or an argument holds a NUL byte), as a shell would, with the
+    reason in stderr.
     """
     args = [a if isinstance(a, (str, bytes)) else str(a) for a in argv if a is not None]
     try:
@@ -72,6 +73,8 @@ def spawn(argv, data=None, env=None):
     except OSError as exc:
         rc = 127 if exc.errno in (errno.ENOENT, errno.ENOTDIR) else 126
         return rc, "", "%s: %s" % (args[0] if args else "", exc.strerror or exc)
+    except ValueError as exc:  # an argument with a NUL byte: no exec can pass it
+        return 126, "", "%s: cannot be run: %s" % (args[0] if args else "", exc)
     out, err = [], []
     selector = selectors.PollSelector() if hasattr(selectors, "PollSelector") else selectors.SelectSelector()
     try:

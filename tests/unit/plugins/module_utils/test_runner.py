@@ -63,6 +63,8 @@ def test_a_command_that_cannot_start_answers_like_a_shell(tmp_path):
     script = tmp_path / "not-executable"
     script.write_text("#!/bin/sh\n")
     assert _runner.spawn([str(script)])[0] == 126
+    rc, out, err = _runner.spawn(["printf", "a\x00b"])  # no exec can pass a NUL byte
+    assert (rc, out) == (126, "") and "null byte" in err
 
 
 def test_arguments_are_passed_verbatim_never_expanded():
