@@ -575,25 +575,54 @@ class _CountingDigest:
         return self.inner.hexdigest()
 
 
+class _PacedSource:
+    """A source that trickles in as a network does: it never runs more than ``ahead`` bytes past
+    what the copy has made durable and dropped (``dropped(n)``), however fast this machine writes
+    and however late its flushing thread gets a CPU (a 16 MiB copy from memory could otherwise end
+    before the first background flush did, and keep it all cached: a loaded CI machine did)."""
+
+    def __init__(self, data: bytes, ahead: int) -> None:
+        self.data = memoryview(data)
+        self.ahead = ahead
+        self.pos = 0
+        self.durable = 0
+        self.cond = threading.Condition()
+
+    def dropped(self, upto: int) -> None:
+        with self.cond:
+            self.durable = max(self.durable, upto)
+            self.cond.notify_all()
+
+    def readinto(self, view) -> int:
+        with self.cond:  # 30 s: a copy that stops flushing fails the test instead of hanging it
+            self.cond.wait_for(lambda: self.pos - self.durable < self.ahead, timeout=30)
+        n = min(len(view), len(self.data) - self.pos)
+        view[:n] = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
 def test_the_stream_copy_leaves_what_is_on_the_disk_out_of_the_page_cache(tmp_path, monkeypatch):
     """After each background flush the pages it made durable are dropped (fadvise DONTNEED), never
     past what was written before the flush: the copy keeps about WRITEBACK_EVERY bytes cached."""
     drops: list[tuple[int, int]] = []
     real = transfer.drop_cached
+    data = os.urandom(16 << 20)
+    source = _PacedSource(data, ahead=2 << 20)
 
     def recording(fd, end):
         drops.append((end, os.fstat(fd).st_size))
         real(fd, end)
+        source.dropped(end - 4096)
 
     monkeypatch.setattr(transfer, "drop_cached", recording)
     monkeypatch.setattr(transfer, "WRITEBACK_EVERY", 1 << 20)
-    data = os.urandom(16 << 20)
     target = tmp_path / "out.bin"
     fd = os.open(str(target), os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         os.write(fd, b"x" * 4096)  # resuming after a part already there
         digest = hashlib.sha256()
-        transfer.stream_copy(io.BufferedReader(io.BytesIO(data)), fd, digest, chunk=256 << 10)
+        transfer.stream_copy(source, fd, digest, chunk=256 << 10)
     finally:
         os.close(fd)
     assert _resident_bytes(target) < len(data) // 2  # most of the copy left the page cache (before reading it)
