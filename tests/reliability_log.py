@@ -32,7 +32,8 @@ from typing import Any
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUTPUT = os.path.join(REPO, "tests", "output", "reliability")
+# DATAPATH_RELIABILITY_OUTPUT: another directory (bench/bench_reliability.py counts its own run there)
+OUTPUT = os.environ.get("DATAPATH_RELIABILITY_OUTPUT") or os.path.join(REPO, "tests", "output", "reliability")
 
 _ROWS: dict[str, list[dict[str, Any]]] = {}
 
