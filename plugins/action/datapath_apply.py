@@ -30,6 +30,7 @@ from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, memory_facts
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache, plan_cache
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.plain import NOT_PLAIN, plain_data
 
 # cluster_spec (pydantic: 0.2 s to import) is imported when a host's plan is not kept from an
 # earlier run (plugin_utils/plan_cache.py). Where no plan of this code is kept, it is imported
@@ -107,43 +108,8 @@ def summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-NOT_PLAIN = object()
-TEMPLATE_MARKERS = ("{{", "{%", "{#")
 # "{{ name }}" or "{{ name | default(none) }}": a variable that names another, nothing else
 VARIABLE_REFERENCE = re.compile(r"\A\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\|\s*default\(\s*(?:none|None)\s*\)\s*)?\}\}\Z")
-
-
-class _NotPlain(Exception):
-    """A value that templating could change (a template string, a type that is not plain data)."""
-
-
-def _plain(value: Any) -> Any:
-    # bool before int (a bool is an int); tagged values (ansible's subclasses) become plain ones
-    if isinstance(value, str):
-        text = str(value)
-        if any(marker in text for marker in TEMPLATE_MARKERS):
-            raise _NotPlain
-        return text
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, dict):
-        return {_plain(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    raise _NotPlain
-
-
-def plain_data(value: Any) -> Any:
-    """``value`` as plain dicts, lists and scalars where templating would return it unchanged (no
-    string holds ``{{``, ``{%`` or ``{#``, every value is JSON-like data); else NOT_PLAIN."""
-    try:
-        return _plain(value)
-    except (_NotPlain, RecursionError):
-        return NOT_PLAIN
 
 
 def plain_variable(variables: Mapping[str, Any], name: str, hops: int = 4) -> Any:
