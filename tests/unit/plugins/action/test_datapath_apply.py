@@ -157,6 +157,12 @@ def test_a_plain_spec_is_copied_and_equals_what_templating_gives() -> None:
     assert copied == templated and plan_cache.spec_key(copied) == plan_cache.spec_key(templated)
     assert action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, templar, "gpu-node-01") == templated
 
+    class NoTemplating:
+        def template(self, value: object) -> object:
+            raise AssertionError(f"templated although plain: {value!r}")
+    # the action copies it: templating is not even asked
+    assert action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, NoTemplating(), "gpu-node-01") == copied
+
     def types(value: object) -> set[type]:
         if isinstance(value, dict):
             return {dict}.union(*(types(k) | types(v) for k, v in value.items()))
@@ -175,19 +181,6 @@ def test_a_spec_with_a_template_in_it_is_templated() -> None:
     assert action.plain_variable(task_vars, "datapath_spec") is action.NOT_PLAIN
     got = action.ActionModule._spec({"spec_var": "datapath_spec"}, task_vars, templar, "gpu-node-01")
     assert got["note"] == "built for gpu-node-01"
-
-
-@pytest.mark.parametrize("value, expected", [
-    ({"a": [1, 2.5, True, None, "x"]}, {"a": [1, 2.5, True, None, "x"]}),
-    (("a", "b"), ["a", "b"]),
-    ({"{{ key }}": 1}, action.NOT_PLAIN),       # a key is templated too
-    (["{% if x %}"], action.NOT_PLAIN),
-    ("{# comment #}", action.NOT_PLAIN),
-    ({1, 2}, action.NOT_PLAIN),                 # not JSON-like: ansible's templating decides
-])
-def test_plain_data(value: object, expected: object) -> None:
-    assert action.plain_data(value) == expected if expected is not action.NOT_PLAIN \
-        else action.plain_data(value) is action.NOT_PLAIN
 
 
 def test_variable_references_are_followed_as_templating_would() -> None:
