@@ -240,14 +240,15 @@ class Bench:
     def model(self, version: str, source: str) -> dict[str, Any]:
         return {"name": "bench", "version": version, "source": source, "files": self.files}
 
-    def module_seconds(self, node: str, version: str, source: str) -> tuple[float, float]:
-        """(the module's own seconds for the copy, wall seconds of the whole ansible-playbook)."""
+    def module_seconds(self, node: str, version: str, source: str) -> tuple[float, float, dict[str, Any]]:
+        """(the module's own seconds for the copy, wall seconds of the whole ansible-playbook, the
+        module's model entry: its stage_seconds say where the copy's time went)."""
         t0 = time.perf_counter()
         data = self.playbook({"mc": {"models": [self.model(version, source)]}, "mc_layout": False}, limit=node)
         wall = time.perf_counter() - t0
         [model] = self.module_results(data)[node]["models"]
         assert model["status"] == "published" and model["bytes_moved"] == self.total, model
-        return float(model["seconds"]), wall
+        return float(model["seconds"]), wall, model
 
     @property
     def total(self) -> int:
@@ -398,6 +399,7 @@ def main() -> int:
         # (a) one node: model_cache vs the raw copy of the same files, interleaved.
         times: dict[str, list[float]] = {"mc_http": [], "curl": [], "mc_file": [], "cp": []}
         walls: list[float] = []
+        stages: dict[str, list[dict[str, Any]]] = {"mc_http": [], "mc_file": []}  # the module's own split
         order = ["mc_http", "curl", "mc_file", "cp"]
         for i in range(args.warmup + args.rounds):
             for how in (order if i % 2 == 0 else order[::-1]):
@@ -413,9 +415,10 @@ def main() -> int:
                 bench.clean(node)
                 if how.startswith("mc_"):
                     source = bench.url if how == "mc_http" else bench.local
-                    seconds, wall = bench.module_seconds(node, f"r{i}{how[3]}", source)
+                    seconds, wall, entry = bench.module_seconds(node, f"r{i}{how[3]}", source)
                     if i >= args.warmup:
                         walls.append(wall)
+                        stages[how].append(entry)
                 else:
                     seconds = bench.raw_seconds(node, how)
                 if i >= args.warmup:  # the first rounds fill caches (the server's, the node's Python, the disk's)
@@ -441,6 +444,15 @@ def main() -> int:
             ("model_cache_ansible_call_median_s", f"{statistics.median(walls):.2f}"),
         ]
         figures += [(f"{how}_rounds_s", " ".join(f"{t:.2f}" for t in times[how])) for how in order]
+        # where each round of the module went (its result's stage_seconds): a round slower than the
+        # others shows which stage took the extra, e.g. the disk (writes behind, flushes), which on
+        # the lab is the host's, or the source (the server and the socket, sharing the 2 cores)
+        for how in ("mc_http", "mc_file"):
+            for stage in ("source", "copy", "hash", "disk"):
+                if any(entry["stage_seconds"][stage] for entry in stages[how]):
+                    figures.append((f"{how}_rounds_{stage}_s",
+                                    " ".join(f"{entry['stage_seconds'][stage]:.2f}" for entry in stages[how])))
+            figures.append((f"{how}_rounds_bottleneck", " ".join(entry["bottleneck"] for entry in stages[how])))
         if args.one_node:
             return _print(figures)
 

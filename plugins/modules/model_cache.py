@@ -287,6 +287,15 @@ models:
       read from the source in this run, C(resumed_bytes) the bytes not fetched again thanks
       to a partial file or a resumed transfer; C(seconds) and C(throughput_bytes_per_s) time
       the transfer.
+    - C(stage_seconds) says where the transfer's C(seconds) went, along the copy's critical path
+      (they add up to C(seconds)). V(source) is waiting for the source, the socket of an HTTP or
+      S3 source. V(copy) is the kernel's copy of a local file, which reads the source and writes
+      the cache in one step. V(hash) is SHA-256, including a partial file hashed again before a
+      resume. V(disk) is waiting for the cache's own disk, writes that are behind and the flushes
+      that make the copy durable. V(limit) is the pauses of O(bandwidth_limit). V(other) is
+      everything else, such as requests, opening files and the pauses between retries.
+    - C(bottleneck) names the largest of them, or is null when nothing was transferred. For
+      example, V(disk) on a warm-up means that a faster source would not have helped.
   returned: always
   type: list
   elements: dict
@@ -300,6 +309,8 @@ models:
       resumed_bytes: 0
       seconds: 9.412
       throughput_bytes_per_s: 1706387005
+      stage_seconds: {source: 3.906, copy: 0.0, hash: 1.122, disk: 4.301, limit: 0.0, other: 0.083}
+      bottleneck: disk
 evicted:
   description: Versions evicted (in check mode, that would be evicted) to honour the reserve.
   returned: always

@@ -156,6 +156,10 @@ def test_download_publishes_verified_files(netns, tmp_path, cache_root):
     model = result["models"][0]
     assert model["status"] == "published" and model["bytes_moved"] == sum(len(d) for d in files.values())
     assert model["throughput_bytes_per_s"] > 0
+    # over HTTP the pipeline reads the socket and hashes; the kernel copy of local files is not used
+    stages = model["stage_seconds"]
+    assert stages["source"] > 0 and stages["hash"] > 0 and stages["copy"] == 0.0
+    assert sum(stages.values()) == pytest.approx(model["seconds"], abs=0.005) and model["bottleneck"] in stages
     for rel, data in files.items():
         assert (cache_root / "m" / "v1" / rel).read_bytes() == data
     assert os.readlink(cache_root / "m" / "current") == "v1"

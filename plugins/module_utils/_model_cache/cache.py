@@ -41,7 +41,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
     normalise_models,
     parse_manifest,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import Transfer, makedirs
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import STAGES, Transfer, makedirs
 
 MODEL_CACHE_LOCK_PATH = "/run/aiinfra-datapath-model-cache.lock"
 CURRENT_SECTION = "current versions"  # the diff section of the switch actions
@@ -62,6 +62,16 @@ def free_bytes(path):
 def switch_action(name, before, after):
     return Action("switch", "%s/current" % name, "switch %s/current: %s -> %s" % (name, before, after),
                   before=before, after=after, diff=CURRENT_SECTION, name=name)
+
+
+def time_split(split, elapsed):
+    """``stage_seconds`` (where a fetch's ``elapsed`` seconds went, by :data:`STAGES`; ``other``
+    is what the copies' own stages leave: requests, opening files, retries' pauses) and
+    ``bottleneck``, the stage that took the most (None for a run that took no time)."""
+    stages = dict((stage, round(max(split.get(stage, 0.0), 0.0), 3)) for stage in STAGES if stage != "other")
+    stages["other"] = round(max(elapsed - sum(split.get(stage, 0.0) for stage in stages), 0.0), 3)
+    bottleneck = max(STAGES, key=lambda stage: stages[stage]) if elapsed > 0 and any(stages.values()) else None
+    return dict(stage_seconds=stages, bottleneck=bottleneck)
 
 
 class ModelCache(Capability):
@@ -303,16 +313,19 @@ class ModelCache(Capability):
         makedirs(staging, self.cache.dir_mode)
         started = time.monotonic()
         outcome = dict(bytes_moved=0, resumed_bytes=0, seconds=0.0, throughput_bytes_per_s=0)
+        split = dict.fromkeys(STAGES, 0.0)
         final = []
         for entry in model["fetch"]:
             moved, resumed, size = self.transfer.fetch_file(item, model["source"], staging, entry,
-                                                            space_check=self.space_check)
+                                                            space_check=self.space_check, split=split)
             outcome["bytes_moved"] += moved
             outcome["resumed_bytes"] += resumed
             final.append(dict(path=entry["path"], sha256=entry["sha256"], size=size))
-        outcome["seconds"] = round(time.monotonic() - started, 3)
+        elapsed = time.monotonic() - started
+        outcome["seconds"] = round(elapsed, 3)
         if outcome["seconds"] > 0:
             outcome["throughput_bytes_per_s"] = int(outcome["bytes_moved"] / outcome["seconds"])
+        outcome.update(time_split(split, elapsed))
         # every file verified: drop the suffixes, fix modes, fsync the tree, then publish
         self.cache.publish(item, final)
         outcome["files"] = final
@@ -334,7 +347,8 @@ class ModelCache(Capability):
             entry = dict(name=item["name"], version=item["version"],
                          path=self.cache.version_dir(item["name"], item["version"]),
                          files=[dict(path=f["path"], sha256=f["sha256"], size=f["size"]) for f in model["files"]],
-                         bytes_moved=0, resumed_bytes=0, seconds=0.0, throughput_bytes_per_s=0)
+                         bytes_moved=0, resumed_bytes=0, seconds=0.0, throughput_bytes_per_s=0,
+                         stage_seconds=dict.fromkeys(STAGES, 0.0), bottleneck=None)
             if model["state"] == "present":
                 entry["status"] = "present"
             elif self.check_mode:

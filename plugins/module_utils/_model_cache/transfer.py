@@ -58,6 +58,11 @@ READ_BACK = 1 << 20        # bytes the kernel copy's hasher reads back (pread) a
 # device flush, on the lab the host's write-out of the node's disk image, to the final fsync)
 WRITEBACK_EVERY = 128 << 20
 KERNEL_WRITEBACK_EVERY = WRITEBACK_EVERY  # the same for the kernel copy of a local file
+# where a copy's time goes, along its critical path (the ``split`` the copies add to; the module's
+# ``stage_seconds``): waiting for the source, the kernel copy of a local source (read and write in
+# one step), hashing, waiting for the cache's disk (writes behind, flushes), the bandwidth cap's
+# sleeps; ``other`` (requests, opening files, retries' pauses) is what the run's time leaves
+STAGES = ("source", "copy", "hash", "disk", "limit", "other")
 
 
 def _libc_sync_file_range():
@@ -260,7 +265,7 @@ class _Stop(object):
 
 
 def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, chunk=STREAM_CHUNK,
-                buffers=STREAM_BUFFERS):
+                buffers=STREAM_BUFFERS, split=None):
     """Copy ``stream`` to ``fd``, updating ``digest`` with every byte written.
 
     Two stages over ``buffers`` reused buffers of ``chunk`` bytes: a reader thread fills a buffer
@@ -270,9 +275,16 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
     copied. Exceptions of the reader (source errors) are raised here after the data read before
     them has been written, so that a retry resumes from the right offset with a digest of exactly
     the bytes written.
+
+    ``split``: a dict (:data:`STAGES`) to which the copy adds where its time went, along the
+    reader's path, which is the copy's: ``source`` (in ``readinto``), ``hash``, ``limit`` (the
+    bucket's sleeps) and ``disk`` (waiting for a free buffer because the writes are behind, then
+    the writer's tail and the running flush after the source ended).
     """
     if bucket is not None:
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
+    clock = time.perf_counter
+    spent = dict.fromkeys(("source", "hash", "disk", "limit"), 0.0)  # the reader's; read after join
     free = queue.Queue()
     for _buffer in range(buffers):
         free.put(bytearray(chunk))
@@ -284,6 +296,7 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
         error = None
         try:
             while not stop.is_set():
+                began = clock()
                 buf = free.get()
                 if buf is None:
                     break
@@ -292,18 +305,24 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
                     free.put(buf)
                     break
                 view = memoryview(buf)[:want]
+                got = clock()
+                spent["disk"] += got - began  # no free buffer: the writes are behind
                 n = stream.readinto(view)
+                read = clock()
+                spent["source"] += read - got
                 if not n:
                     free.put(buf)
                     break
                 digest.update(view[:n])  # hashed before it is queued: the writer writes what was hashed
+                spent["hash"] += clock() - read
                 if bucket is not None:
-                    bucket.consume(n)
+                    spent["limit"] += bucket.consume(n)
                 to_write.put((buf, n))
                 if remaining is not None:
                     remaining -= n
         except BaseException as exc:  # handed to the writer
             error = exc
+        spent["ended"] = clock()
         to_write.put(_Stop(error))
 
     thread = threading.Thread(target=reader, name="model-cache-read")
@@ -338,6 +357,10 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
         free.put(None)  # wake a reader waiting for a buffer
         thread.join()
         failed = syncer.close() or failed
+        if split is not None:
+            for stage in ("source", "hash", "disk", "limit"):
+                split[stage] += spent[stage]
+            split["disk"] += clock() - spent.get("ended", clock())  # the writes queued last, the flush running
     if failed is not None:
         # the destination failed (space, disk): not a source error to retry; the digest may hold
         # chunks read after the failed write, so it is not resumed from (the next run re-hashes the part)
@@ -385,7 +408,7 @@ class _NoKernelCopy(Exception):
 
 
 def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, ahead=KERNEL_AHEAD, sync=False,
-                writeback_every=None, read_size=READ_BACK):
+                writeback_every=None, read_size=READ_BACK, split=None):
     """Copy the file ``src`` (a descriptor, from its position) to ``fd`` (from its position) in
     the kernel, chunk by chunk, while a second thread reads each copied chunk back from the
     destination (``read_fd``, open for reading on the same file: the pages are still in the page
@@ -403,6 +426,11 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
 
     ``limit``: bytes to copy at most (None: to EOF); ``bucket``: a TokenBucket. Returns bytes
     copied; on an error, what was copied before it is hashed first (a retry resumes there).
+
+    ``split``: a dict (:data:`STAGES`) to which the copy adds where its time went, along the
+    copying thread's path: ``copy`` (in the kernel copy: reading the source and writing the
+    cache are one step), ``hash`` (waiting for the hasher, whose queue is full, and for its last
+    chunks), ``disk`` (the flushes waited for) and ``limit`` (the bucket's sleeps).
     """
     if bucket is not None:
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
@@ -444,30 +472,43 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
     state = {}
     ended = False
     syncer = _Syncer(fd, writeback_every, base=base, hashed=lambda: hashed[0])
+    clock = time.perf_counter
+    spent = dict.fromkeys(("copy", "hash", "disk", "limit"), 0.0)
     try:
         while (limit is None or copied < limit) and not failed:
             want = chunk if limit is None else min(chunk, limit - copied)
+            began = clock()
             n = _kernel_copy_chunk(src, fd, want, state)
+            done = clock()
+            spent["copy"] += done - began
             if not n:
                 break
             pending.put((base + copied, n))
+            spent["hash"] += clock() - done  # the queue was full: the hasher is behind
             copied += n
             state["copied"] = copied
             if bucket is not None:
-                bucket.consume(n)
+                spent["limit"] += bucket.consume(n)
             syncer.written(copied)
         pending.put(None)
         ended = True
+        began = clock()
         error = syncer.close()
         if error is not None:
             raise error
         if sync and not failed:
             os.fsync(fd)  # while the hasher reads the last chunks back
+        spent["disk"] += clock() - began
     finally:
         if not ended:
             pending.put(None)
         syncer.close()
+        began = clock()
         thread.join()
+        spent["hash"] += clock() - began  # the last chunks, hashed after the flush
+        if split is not None:
+            for stage, seconds in spent.items():
+                split[stage] += seconds
     if failed:
         raise failed[0]
     return copied
@@ -511,13 +552,17 @@ class Transfer(object):
                         item["what"], rel, attempt, exc), model=item["name"], version=item["version"], file=rel)
                 time.sleep(min(0.5 * 2 ** (attempt - 1), 5.0))
 
-    def fetch_file(self, item, source, staging, entry, space_check=None):
+    def fetch_file(self, item, source, staging, entry, space_check=None, split=None):
         """Download one file into its .part; return (bytes moved, bytes resumed, size).
 
         ``staging`` is the version's staging directory, ``entry`` the file (path, sha256 and
         ``expected_size``, None when unknown). ``space_check(n)`` is called before writing n
-        bytes of a file whose size is unknown, and raises to stop.
+        bytes of a file whose size is unknown, and raises to stop. ``split``: a dict of
+        :data:`STAGES` to which the copy adds where its time went (re-hashing a partial file
+        counts as ``hash``, the final fsync as ``disk``).
         """
+        if split is None:
+            split = dict.fromkeys(STAGES, 0.0)
         rel = entry["path"]
         part = os.path.join(staging, rel + PART)
         done = os.path.join(staging, rel)
@@ -530,7 +575,9 @@ class Transfer(object):
             os.unlink(part)
             have = 0
         if have:
+            began = time.perf_counter()
             digest, have = hash_file(part)
+            split["hash"] += time.perf_counter() - began
         else:
             digest = hashlib.sha256()
         resumed = have
@@ -568,12 +615,12 @@ class Transfer(object):
                             # a local file: copied in the kernel, hashed as read back from the copy
                             try:
                                 n = kernel_copy(stream.fileno(), fd, read_fd, digest, limit=limit,
-                                                bucket=self.bucket, sync=True)
+                                                bucket=self.bucket, sync=True, split=split)
                             except _NoKernelCopy:
                                 pass
                         if n is None:
                             n = stream_copy(stream, fd, digest, limit=limit, bucket=self.bucket,
-                                            space_check=space_check if expected is None else None)
+                                            space_check=space_check if expected is None else None, split=split)
                     finally:
                         stream.close()
                     offset += n
@@ -597,7 +644,9 @@ class Transfer(object):
                             model=item["name"], version=item["version"], file=rel)
                     resumed += offset
                     time.sleep(min(0.5 * 2 ** (attempt - 1), 5.0))
+            began = time.perf_counter()
             os.fsync(fd)
+            split["disk"] += time.perf_counter() - began
         finally:
             os.close(fd)
             if read_fd is not None:

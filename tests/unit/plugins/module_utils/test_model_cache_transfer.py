@@ -673,3 +673,149 @@ def test_a_page_cache_advice_that_fails_changes_nothing(tmp_path, monkeypatch):
     finally:
         os.close(fd)
     assert target.read_bytes() == data and digest.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- where the time went
+
+class _SlowSource(io.RawIOBase):
+    """``data`` in ``chunk``-byte reads, each taking at least ``delay`` seconds (a slow server)."""
+
+    def __init__(self, data: bytes, delay: float) -> None:
+        self.data = io.BytesIO(data)
+        self.delay = delay
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[no-untyped-def,override]
+        time.sleep(self.delay)
+        return self.data.readinto(buf)
+
+
+class _SlowDigest:
+    """sha256 whose every update takes at least ``delay`` seconds (a hashing CPU that is behind)."""
+
+    def __init__(self, delay: float) -> None:
+        self.inner = hashlib.sha256()
+        self.delay = delay
+
+    def update(self, data) -> None:  # type: ignore[no-untyped-def]
+        time.sleep(self.delay)
+        self.inner.update(data)
+
+    def hexdigest(self) -> str:
+        return self.inner.hexdigest()
+
+
+def _split() -> dict[str, float]:
+    return dict.fromkeys(transfer.STAGES, 0.0)
+
+
+def test_a_slow_source_is_what_the_stream_copy_waited_for(tmp_path):
+    data = blob(12 * 64 * 1024)
+    split = _split()
+    fd = os.open(str(tmp_path / "out"), os.O_WRONLY | os.O_CREAT)
+    try:
+        transfer.stream_copy(_SlowSource(data, 0.02), fd, hashlib.sha256(), chunk=64 * 1024, split=split)
+    finally:
+        os.close(fd)
+    assert split["source"] >= 12 * 0.02  # every read waited (and the read at the end)
+    assert max(split, key=split.__getitem__) == "source"
+    assert split["copy"] == split["other"] == split["limit"] == 0.0
+
+
+def test_writes_that_are_behind_are_what_the_stream_copy_waited_for(tmp_path):
+    """The writer takes 20 ms per buffer (its space check stands in for a slow disk): with two
+    buffers the reader waits for one to come back before each read but the first two, and the
+    writer's tail after the source ended waits too. Both count as ``disk``."""
+    data = blob(12 * 64 * 1024)
+    split = _split()
+
+    def slow_disk(_n):
+        time.sleep(0.02)
+
+    fd = os.open(str(tmp_path / "out"), os.O_WRONLY | os.O_CREAT)
+    try:
+        transfer.stream_copy(io.BytesIO(data), fd, hashlib.sha256(), chunk=64 * 1024, buffers=2,
+                             space_check=slow_disk, split=split)
+    finally:
+        os.close(fd)
+    assert split["disk"] >= 0.15  # about 12 x 20 ms: the reader's path waited for almost every write
+    assert max(split, key=split.__getitem__) == "disk"
+    assert (tmp_path / "out").read_bytes() == data
+
+
+def test_the_caps_sleeps_are_counted_as_limit(tmp_path):
+    clock = FakeClock()
+    data = blob(3 * MiB)
+    for kernel in (False, True):
+        bucket = transfer.TokenBucket(4 * MiB, burst=MiB, clock=clock, sleep=clock.sleep)
+        split = _split()
+        if kernel:
+            _copy(tmp_path, data, bucket=bucket, split=split)
+        else:
+            fd = os.open(str(tmp_path / "out"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                transfer.stream_copy(io.BytesIO(data), fd, hashlib.sha256(), bucket=bucket, split=split)
+            finally:
+                os.close(fd)
+        assert split["limit"] == pytest.approx(bucket.slept) and bucket.slept > 0.4
+
+
+def test_a_hasher_that_is_behind_is_what_the_kernel_copy_waited_for(tmp_path):
+    data = blob(8 * 64 * 1024)
+    source, target = tmp_path / "src", tmp_path / "dst"
+    source.write_bytes(data)
+    target.write_bytes(b"")
+    split = _split()
+    digest = _SlowDigest(0.02)
+    src = os.open(str(source), os.O_RDONLY)
+    fd = os.open(str(target), os.O_WRONLY)
+    read_fd = os.open(str(target), os.O_RDONLY)
+    try:
+        transfer.kernel_copy(src, fd, read_fd, digest, chunk=64 * 1024, ahead=1, read_size=64 * 1024,
+                             sync=True, split=split)
+    finally:
+        for each in (src, fd, read_fd):
+            os.close(each)
+    assert digest.hexdigest() == sha(data)
+    assert split["hash"] >= 0.1  # the copier waited for room in the queue, then for the last chunks
+    assert max(split, key=split.__getitem__) == "hash"
+    assert split["copy"] > 0 and split["source"] == 0.0
+
+
+def test_fetch_file_counts_the_rehash_of_a_part_and_the_final_fsync(tmp_path, monkeypatch):
+    data = blob(MiB)
+    part = tmp_path / "staging" / "model.bin.part"
+    part.parent.mkdir()
+    part.write_bytes(data[:4096])
+    syncs = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        syncs.append(fd)
+        time.sleep(0.05)
+        real_fsync(fd)
+
+    monkeypatch.setattr(transfer.os, "fsync", fsync)
+    split = _split()
+    source = OneFileSource(data)
+    transfer.Transfer().fetch_file({"what": "m@v", "name": "m", "version": "v"}, source, str(tmp_path / "staging"),
+                                   {"path": "model.bin", "sha256": sha(data), "expected_size": len(data)},
+                                   split=split)
+    assert syncs and split["disk"] >= 0.05 * len(syncs)
+    assert split["hash"] > 0  # the 4 KiB already there were hashed again before the resume
+
+
+def test_time_split_leaves_the_rest_to_other_and_names_the_largest():
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.cache import time_split
+
+    split = dict(_split(), source=0.5, hash=0.2, disk=0.1)
+    got = time_split(split, 1.0)
+    assert got["stage_seconds"] == {"source": 0.5, "copy": 0.0, "hash": 0.2, "disk": 0.1, "limit": 0.0,
+                                    "other": 0.2}
+    assert got["bottleneck"] == "source"
+    assert time_split(dict(_split(), disk=0.1), 2.0)["bottleneck"] == "other"  # requests, not bytes
+    assert time_split(_split(), 0.0) == {"stage_seconds": dict.fromkeys(transfer.STAGES, 0.0), "bottleneck": None}
+    # stages that overlap the run's own timing never make `other` negative
+    assert time_split(dict(_split(), copy=1.2), 1.0)["stage_seconds"]["other"] == 0.0

@@ -107,6 +107,12 @@ def test_publishes_from_local_dir(cache):
     assert model["status"] == "published" and model["name"] == "llama" and model["version"] == "v1"
     assert model["bytes_moved"] == sum(len(d) for d in FILES.values())
     assert model["resumed_bytes"] == 0 and model["seconds"] >= 0
+    # where the time went: the copies' stages and `other` account for the whole run, no more
+    stages = model["stage_seconds"]
+    assert list(stages) == ["source", "copy", "hash", "disk", "limit", "other"]
+    assert sum(stages.values()) == pytest.approx(model["seconds"], abs=0.005)
+    assert stages["source"] == 0.0 and stages["copy"] > 0  # a local directory: the kernel copies
+    assert model["bottleneck"] in stages
     assert model["path"] == str(cache.root / "llama" / "v1")
     for rel, data in FILES.items():
         path = cache.root / "llama" / "v1" / rel
@@ -528,6 +534,7 @@ def test_check_mode_changes_nothing(cache, monkeypatch):
     assert listing(cache.tmp) == before
     assert result["changed"] is True
     assert result["models"][0]["status"] == "would_publish" and result["models"][0]["bytes_moved"] == 0
+    assert result["models"][0]["bottleneck"] is None and not any(result["models"][0]["stage_seconds"].values())
     assert result["evicted"] == [dict(name="a", version="1", bytes=8 * MiB)]
     assert any(a.startswith("fetch new@1") and "%d bytes to move" % (3 * MiB) in a for a in texts(result))
     assert "switch new/current: None -> 1" in texts(result)
