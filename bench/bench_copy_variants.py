@@ -26,7 +26,7 @@ From the local path (reference: `cp --sparse=never` + `sync FILE...`):
   odirect_readback O_DIRECT writes, each chunk read back from the destination with O_DIRECT
 
 Over HTTP (reference: `curl -o` + `sync`): http_module (the buffered pipeline as the module runs
-it, writeback every WRITEBACK_EVERY, 256 MiB), http_wb32 (every 32 MiB, the module's setting before),
+it, writeback every WRITEBACK_EVERY, 128 MiB), http_wb32 (every 32 MiB, the module's setting before),
 http_nowb (no writeback while copying).
 
 Every variant's sha256 is checked against the file's. Prints one line per variant: MiB/s (median

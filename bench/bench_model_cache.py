@@ -34,7 +34,9 @@ every node's NVMe cache is laid out with nvme_layout, then:
 Prints one `name: value` line per figure, with its goal next to it where issue 18 set one;
 ratios come from the same run (median of --rounds, after --warmup rounds not counted; `_best`:
 fastest of each; `_spread_pct`: slowest minus fastest round over the median, the module's and
-beside it the plain copy's, which shows what the machine itself varies). From a local
+beside it the plain copy's, which shows what the machine itself varies; `mc_*_rounds_<stage>_s`
+and `mc_*_rounds_bottleneck`: the module's own stage_seconds of each round, which show the stage
+that took a slow round's extra time). From a local
 path the module copies in the kernel (copy_file_range, else sendfile) and hashes each chunk as
 read back from the copy (transfer.kernel_copy). Run as root: `.venv/bin/python bench/bench_model_cache.py`. The lab
 and the source files are always removed.
