@@ -70,6 +70,10 @@ def telemetry_lab(lab: LabHandle) -> Iterator[LabHandle]:
     if not os.access(EXPORTER, os.X_OK) or shutil.which("ss") is None:
         pytest.skip("prometheus-node-exporter (or ss) is not installed: scripts/bootstrap.sh installs it")
     with spec_applied_then_restored(lab, extra_files=FILES):
+        # converged before the first test, so that each test also runs alone (-k) or in any order:
+        # the model cache needs the NVMe cache mounted, measure.yml the fabrics at their MTU
+        site = lab.playbook(SITE)
+        assert site.rc == 0, site.failures()
         yield lab
 
 
