@@ -36,18 +36,14 @@ class _NotPlain(Exception):
 
 
 def _untemplated(value: Any) -> Any:
-    # bool before int (a bool is an int); tagged values (ansible's subclasses) become plain ones
+    # tagged values (ansible's subclasses) become plain ones
     if isinstance(value, str):
         text = str(value)
         if any(marker in text for marker in TEMPLATE_MARKERS):
             raise _NotPlain
         return text
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return plain(value)  # the scalars as plain() gives them
     if isinstance(value, dict):
         return {_untemplated(key): _untemplated(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -285,6 +285,7 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
     clock = time.perf_counter
     spent = dict.fromkeys(("source", "hash", "disk", "limit"), 0.0)  # the reader's; read after join
+    ended = []  # when the reader stopped: the writer's tail follows
     free = queue.Queue()
     for _buffer in range(buffers):
         free.put(bytearray(chunk))
@@ -322,7 +323,7 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
                     remaining -= n
         except BaseException as exc:  # handed to the writer
             error = exc
-        spent["ended"] = clock()
+        ended.append(clock())
         to_write.put(_Stop(error))
 
     thread = threading.Thread(target=reader, name="model-cache-read")
@@ -358,9 +359,9 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
         thread.join()
         failed = syncer.close() or failed
         if split is not None:
-            for stage in ("source", "hash", "disk", "limit"):
-                split[stage] += spent[stage]
-            split["disk"] += clock() - spent.get("ended", clock())  # the writes queued last, the flush running
+            spent["disk"] += clock() - ended[0]  # the writes queued last, the flush running
+            for stage, seconds in spent.items():
+                split[stage] += seconds
     if failed is not None:
         # the destination failed (space, disk): not a source error to retry; the digest may hold
         # chunks read after the failed write, so it is not resumed from (the next run re-hashes the part)
