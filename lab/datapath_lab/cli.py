@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a fabric, repeatable; the first is the management fabric "
                          "(default: mgmt:1500 rdma:9000)")
     up.add_argument("--nvme-size", default="2G", help="size of each node's sparse NVMe image (default 2G)")
+    up.add_argument("--nvme-direct-io", action="store_true",
+                    help="each NVMe does direct I/O to its image (no second copy in the host's page cache)")
     up.add_argument("--inventory-dir", help="where to write the inventory (default: inventories/lab)")
     up.add_argument("--server", type=_server, metavar="[NAME:]FABRIC",
                     help="add a source-server namespace NAME (default src) on FABRIC at .250 of its subnet")
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             config = LabConfig(name=args.name, nodes=args.nodes, fabrics=args.fabrics or list(DEFAULT_FABRICS),
                                nvme_size=args.nvme_size, inventory_dir=args.inventory_dir, server=args.server,
-                               network=args.network)
+                               network=args.network, nvme_direct_io=args.nvme_direct_io)
             state = lab.up(config)
             print(f"inventory: {state['inventory_dir']}/hosts.yml")
             return 0
@@ -194,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                 for node, info in status["nodes"].items():
                     addrs = ", ".join(f"{i['ifname']} {i['address']}" for i in info["interfaces"].values())
                     boots = f"; boot {info['boots']} ({info['boot_id']})" if info.get("boot_id") else ""
-                    print(f"  {node}: nvme {info['nvme']}; {addrs}{boots}")
+                    dio = " (direct I/O)" if info.get("nvme_direct_io") else ""
+                    print(f"  {node}: nvme {info['nvme']}{dio}; {addrs}{boots}")
                 server = status.get("server")
                 if server:
                     serving = server.get("serving")

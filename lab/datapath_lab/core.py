@@ -118,6 +118,10 @@ class LabConfig:
     inventory_dir: str | None = None  # default: <repo>/inventories/lab for the default lab
     server: tuple[str, str] | None = None  # (server name, fabric name): a source-server namespace
     network: str = "none"  # the nodes' network backend: none (the lab provisions), networkd, netplan
+    # each node's NVMe reads and writes its image with direct I/O (losetup --direct-io=on): the
+    # node's flushes wait for its own writes only, not for the host's write-out of a second,
+    # page-cached copy of the image (docs/lab.md); off: the image goes through the host's page cache
+    nvme_direct_io: bool = False
 
     def validate(self) -> None:
         if not self.name.isalnum() or len(self.name) > 6:
@@ -433,12 +437,14 @@ class Lab:
             image = os.path.join(self.state_dir, f"nvme-{node}.img")
             with open(image, "wb") as fh:
                 fh.truncate(size)
-            loop = run(["losetup", "-f", "-P", "--show", image]).stdout.strip()
+            loop = run(["losetup", "-f", "-P", "--show"]
+                       + (["--direct-io=on"] if config.nvme_direct_io else []) + [image]).stdout.strip()
             # A reused loop device can still serve the previous image's pages from its block-device
             # cache (seen: nvme_layout's data-loss guard reading another lab's filesystem): drop them.
             run(["blockdev", "--flushbufs", loop], check=False)
             state["nodes"][node] = {"ns": ns, "index": idx, "nvme": loop, "nvme_image": image,
-                                    "nvme_bytes": size, "interfaces": addresses, "holder_pid": 0,
+                                    "nvme_bytes": size, "nvme_direct_io": _loop_direct_io(loop),
+                                    "interfaces": addresses, "holder_pid": 0,
                                     "holder_start": None, "cgroup": None, "network": config.network,
                                     "share": _checkout() or None}
             self.save_state(state)
@@ -932,7 +938,19 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
         found["server"] = list(config.server)
     if config.network != "none":
         found["network"] = config.network
+    if config.nvme_direct_io:  # only when set, as the server: older labs keep comparing equal
+        found["nvme_direct_io"] = True
     return found
+
+
+def _loop_direct_io(loop: str) -> bool:
+    """Whether the kernel does direct I/O to ``loop``'s backing file (it falls back to the page
+    cache, without an error, where the backing file system cannot)."""
+    try:
+        with open(f"/sys/block/{os.path.basename(loop)}/loop/dio") as handle:
+            return handle.read().strip() == "1"
+    except OSError:
+        return False
 
 
 def _lab_byte(name: str) -> int:

@@ -190,6 +190,30 @@ def test_up_recovers_from_a_dead_node_and_reports_a_healthy_lab(scratch_lab) -> 
     assert lab.run_in("node1", ["hostname"]).stdout.strip() == "node1"
 
 
+def test_nvme_direct_io_is_asked_recorded_and_part_of_the_shape(scratch_lab) -> None:  # type: ignore[no-untyped-def]
+    """`nvme_direct_io`: the kernel does direct I/O to the image (its loop `dio` flag), the state
+    says so, and a lab up without it is another shape: `up` with it rebuilds the lab."""
+    lab, inv = scratch_lab
+    plain = lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv), log=lambda *_: None)
+    loop = plain["nodes"]["node1"]["nvme"]
+    assert plain["nodes"]["node1"]["nvme_direct_io"] is False
+    with open(f"/sys/block/{os.path.basename(loop)}/loop/dio") as fh:
+        assert fh.read().strip() == "0"
+    state = lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv, nvme_direct_io=True),
+                   log=lambda *_: None)
+    info = state["nodes"]["node1"]
+    assert state["config"]["nvme_direct_io"] is True and info["nvme_direct_io"] is True
+    with open(f"/sys/block/{os.path.basename(info['nvme'])}/loop/dio") as fh:
+        assert fh.read().strip() == "1"
+    # written in the node through the device, read on the host from the image file
+    lab.run_in("node1", ["/bin/sh", "-c", f"printf dio-lab | dd of={info['nvme']} bs=512 conv=sync,fsync status=none"])
+    with open(info["nvme_image"], "rb") as fh:
+        assert fh.read(7) == b"dio-lab"
+    status = subprocess.run([os.path.join(VENV_BIN, "datapath-lab"), "--name", "dpx", "status"],
+                            capture_output=True, text=True, check=False)
+    assert f"node1: nvme {info['nvme']} (direct I/O);" in status.stdout, status.stdout + status.stderr
+
+
 def test_down_cleans_a_half_built_lab_without_state(scratch_lab) -> None:  # type: ignore[no-untyped-def]
     lab, inv = scratch_lab
     lab.up(LabConfig(name="dpx", nodes=1, nvme_size="256M", inventory_dir=inv), log=lambda *_: None)
