@@ -15,7 +15,7 @@ From the local path (reference: `cp --sparse=never` + `sync FILE...`):
                    that reads each chunk back from the destination (pread, READ_BACK bytes at a
                    time), fsync as soon as the copy is complete (overlapping the hashing),
                    writeback started every KERNEL_WRITEBACK_EVERY bytes
-  buffered         Transfer(kernel_copy=False): read + hash, write in two threads (the HTTP path)
+  buffered         Transfer(kernel_copy=False): read, hash, write in three threads (the HTTP path)
   kernel_before    the kernel copy before this change: 6 chunks ahead at most, fsync after the
                    last chunk is hashed, writeback every 32 MiB, chunks read back whole
   kernel_*         the module's kernel copy with one setting changed (see VARIANTS)
@@ -26,8 +26,9 @@ From the local path (reference: `cp --sparse=never` + `sync FILE...`):
   odirect_readback O_DIRECT writes, each chunk read back from the destination with O_DIRECT
 
 Over HTTP (reference: `curl -o` + `sync`): http_module (the buffered pipeline as the module runs
-it, writeback every WRITEBACK_EVERY, 128 MiB), http_wb32 (every 32 MiB, the module's setting before),
-http_nowb (no writeback while copying).
+it: read, hash and write in three threads, writeback every WRITEBACK_EVERY, 128 MiB), http_wb32
+(every 32 MiB, the module's setting before), http_nowb (no writeback while copying),
+http_reader_hashes (the reader hashes each buffer itself: the module before its hasher thread).
 
 Every variant's sha256 is checked against the file's. Prints one line per variant: MiB/s (median
 of --rounds), the ratio to its reference (medians, and fastest rounds), the spread (slowest minus
@@ -39,6 +40,7 @@ The image, the loop device, the mount, the server and the source are always remo
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import mmap
 import os
@@ -203,12 +205,17 @@ def odirect_variant(readback: bool) -> Callable[[str, str], str]:
     return run
 
 
-def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]], every: int | None = None) -> None:
+def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]], every: int | None = None,
+           hash_thread: bool = True) -> None:
     """The module's own Transfer.fetch_file (into <out_dir>/<path>.part, checked against the sums);
-    ``every``: WRITEBACK_EVERY of the buffered pipeline for this copy (None: the module's)."""
+    ``every``: WRITEBACK_EVERY of the buffered pipeline for this copy (None: the module's);
+    ``hash_thread`` False: the buffered pipeline's reader hashes (the module before its hasher thread)."""
     saved = transfer.WRITEBACK_EVERY
+    saved_copy = transfer.stream_copy
     if every is not None:
         transfer.WRITEBACK_EVERY = every or (1 << 62)
+    if not hash_thread:
+        transfer.stream_copy = functools.partial(saved_copy, hash_thread=False)
     try:
         run_transfer = transfer.Transfer(kernel_copy=kernel)
         for f in files:
@@ -216,11 +223,15 @@ def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]],
             run_transfer.fetch_file(ITEM, source, out_dir, entry)
     finally:
         transfer.WRITEBACK_EVERY = saved
+        transfer.stream_copy = saved_copy
 
 
 # HTTP from the lab's source server on 127.0.0.1 (sendfile): the buffered pipeline with the module's
-# writeback interval (WRITEBACK_EVERY), with 32 MiB (the module's before), or none; `curl` + `sync` is their reference.
-HTTP_VARIANTS = {"http_module": None, "http_wb32": 32 * MIB, "http_nowb": 0}
+# writeback interval (WRITEBACK_EVERY), with 32 MiB (the module's before), or none, and with the reader
+# hashing each buffer (the module's before its hasher thread); `curl` + `sync` is their reference.
+# (writeback interval, hasher thread)
+HTTP_VARIANTS = {"http_module": (None, True), "http_wb32": (32 * MIB, True), "http_nowb": (0, True),
+                 "http_reader_hashes": (None, False)}
 
 
 WB = transfer.KERNEL_WRITEBACK_EVERY
@@ -232,6 +243,7 @@ VARIANTS: dict[str, Callable[[str, str], str]] = {
     "kernel_ahead6": kernel(6, True, WB),
     "kernel_fsync_after_hash": kernel(transfer.KERNEL_AHEAD, False, WB),
     "kernel_wb32": kernel(transfer.KERNEL_AHEAD, True, 32 * MIB),
+    "kernel_wb512": kernel(transfer.KERNEL_AHEAD, True, 512 * MIB),
     "kernel_nowb": kernel(transfer.KERNEL_AHEAD, True, 0),
     "kernel_read8m": kernel(transfer.KERNEL_AHEAD, True, WB, read_size=CHUNK),
     "kernel_mmap": kernel_mmap(transfer.KERNEL_AHEAD, WB),
@@ -335,7 +347,8 @@ def main() -> int:
                                                           for a in ("-o", d, f"{url}/{f['path']}")]], check=True)
                         subprocess.run(["sync", *dests], check=True)
                     elif name in HTTP_VARIANTS:
-                        engine(False, HttpSource(url), out, files, every=HTTP_VARIANTS[name])
+                        every, hash_thread = HTTP_VARIANTS[name]
+                        engine(False, HttpSource(url), out, files, every=every, hash_thread=hash_thread)
                     elif name in ("module", "buffered"):
                         engine(name == "module", LocalSource(src), out, files)
                     else:

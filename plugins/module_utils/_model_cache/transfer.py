@@ -45,9 +45,9 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
 )
 
 CHUNK = 8 << 20            # bytes per call of the kernel copy
-# bytes per buffer of the stream copy, and buffers in flight: small enough that the reader hashes
-# what it just read while it is in the CPU's cache (8 MiB buffers in a read, hash, write pipeline of
-# three threads were 0.6x curl + sync over HTTP on the lab; 256 KiB read+hash, write: 0.85x)
+# bytes per buffer of the stream copy, and buffers in flight: small enough that the 4 MiB in flight
+# stay in the CPU's cache between the reader, the hasher and the writer (8 MiB buffers in the same
+# three threads were 0.6x curl + sync over HTTP on the lab; 256 KiB with the reader hashing: 0.85x)
 STREAM_CHUNK = 256 << 10
 STREAM_BUFFERS = 16
 KERNEL_AHEAD = 64          # chunks the kernel copy of a local file may run ahead of its hasher
@@ -57,7 +57,10 @@ READ_BACK = 1 << 20        # bytes the kernel copy's hasher reads back (pread) a
 # sync_file_range every 256 MiB in the writing thread, which started the writeback but left the
 # device flush, on the lab the host's write-out of the node's disk image, to the final fsync)
 WRITEBACK_EVERY = 128 << 20
-KERNEL_WRITEBACK_EVERY = WRITEBACK_EVERY  # the same for the kernel copy of a local file
+# the same for the kernel copy of a local file (every 512 MiB measured no faster in a node with
+# direct I/O, 1.15-1.20 s against 1.13-1.19 s for 2 GiB in make bench, and slower on the host's
+# disk: bench_copy_variants' kernel_wb512)
+KERNEL_WRITEBACK_EVERY = WRITEBACK_EVERY
 # where a copy's time goes, along its critical path (the ``split`` the copies add to; the module's
 # ``stage_seconds``): waiting for the source, the kernel copy of a local source (read and write in
 # one step), hashing, waiting for the cache's disk (writes behind, flushes), the bandwidth cap's
@@ -265,30 +268,39 @@ class _Stop(object):
 
 
 def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, chunk=STREAM_CHUNK,
-                buffers=STREAM_BUFFERS, split=None):
+                buffers=STREAM_BUFFERS, split=None, hash_thread=True):
     """Copy ``stream`` to ``fd``, updating ``digest`` with every byte written.
 
-    Two stages over ``buffers`` reused buffers of ``chunk`` bytes: a reader thread fills a buffer
-    from the source and hashes it while it is still in the CPU's cache, this thread (the writer)
-    writes it and hands it back. ``limit``: bytes to copy at most (None: to EOF). ``bucket``: a
-    TokenBucket. ``space_check(n)``: called before writing n bytes; raises to stop. Returns bytes
-    copied. Exceptions of the reader (source errors) are raised here after the data read before
-    them has been written, so that a retry resumes from the right offset with a digest of exactly
-    the bytes written.
+    Three stages over ``buffers`` reused buffers of ``chunk`` bytes, each in a thread of its own:
+    a reader fills a buffer from the source, a hasher hashes it, and this thread (the writer)
+    writes it and hands it back. A buffer reaches the writer only after it was hashed, and in
+    order, so the digest is of exactly the bytes written. (``hash_thread`` False: the reader
+    hashes each buffer itself, as before; on the lab over HTTP that took 1.75 s for 2 GiB where
+    the hasher of its own took 1.46 s, median of 5 interleaved rounds: reading from the socket
+    and hashing no longer take turns in one thread.) ``limit``: bytes to copy at most (None: to
+    EOF). ``bucket``: a TokenBucket. ``space_check(n)``: called before writing n bytes; raises
+    to stop. Returns bytes copied. Exceptions of the reader (source errors) are raised here after
+    the data read before them has been hashed and written, so that a retry resumes from the right
+    offset with a digest of exactly the bytes written.
 
     ``split``: a dict (:data:`STAGES`) to which the copy adds where its time went, along the
-    reader's path, which is the copy's: ``source`` (in ``readinto``), ``hash``, ``limit`` (the
-    bucket's sleeps) and ``disk`` (waiting for a free buffer because the writes are behind, then
-    the writer's tail and the running flush after the source ended).
+    reader's path, which is the copy's: ``source`` (in ``readinto``), ``hash`` (hashing in the
+    reader, or waiting for a free buffer while most of the buffers wait for the hasher),
+    ``limit`` (the bucket's sleeps) and ``disk`` (waiting for a free buffer while the writes are
+    behind); after the source ended, the hasher's last buffers count as ``hash`` and the rest of
+    the tail (the last writes, the running flush) as ``disk``.
     """
     if bucket is not None:
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
     clock = time.perf_counter
     spent = dict.fromkeys(("source", "hash", "disk", "limit"), 0.0)  # the reader's; read after join
-    ended = []  # when the reader stopped: the writer's tail follows
+    ended = []  # when the reader stopped: the tail follows
+    hashed = []  # when the hasher stopped
+    count = {"read": 0, "hashed": 0, "written": 0}  # buffers past each stage
     free = queue.Queue()
     for _buffer in range(buffers):
         free.put(bytearray(chunk))
+    to_hash = queue.Queue() if hash_thread else None
     to_write = queue.Queue()
     stop = threading.Event()
 
@@ -307,28 +319,62 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
                     break
                 view = memoryview(buf)[:want]
                 got = clock()
-                spent["disk"] += got - began  # no free buffer: the writes are behind
+                # a wait for a free buffer counts for the stage that holds more of the others,
+                # the one being worked on included: it is behind (each count has one writer)
+                behind = "hash" if count["read"] - count["hashed"] > count["hashed"] - count["written"] else "disk"
+                spent[behind] += got - began
                 n = stream.readinto(view)
                 read = clock()
                 spent["source"] += read - got
                 if not n:
                     free.put(buf)
                     break
-                digest.update(view[:n])  # hashed before it is queued: the writer writes what was hashed
-                spent["hash"] += clock() - read
+                if to_hash is not None:
+                    count["read"] += 1
+                    to_hash.put((buf, n))
+                else:
+                    digest.update(view[:n])  # hashed before it is queued: the writer writes what was hashed
+                    spent["hash"] += clock() - read
+                    count["read"] += 1
+                    count["hashed"] += 1
+                    to_write.put((buf, n))
                 if bucket is not None:
                     spent["limit"] += bucket.consume(n)
-                to_write.put((buf, n))
                 if remaining is not None:
                     remaining -= n
         except BaseException as exc:  # handed to the writer
             error = exc
         ended.append(clock())
-        to_write.put(_Stop(error))
+        (to_write if to_hash is None else to_hash).put(_Stop(error))
 
-    thread = threading.Thread(target=reader, name="model-cache-read")
-    thread.daemon = True
-    thread.start()
+    def hasher():
+        failure = None
+        while True:
+            item = to_hash.get()
+            if isinstance(item, _Stop):
+                hashed.append(clock())
+                to_write.put(item if failure is None else _Stop(failure))
+                return
+            buf, n = item
+            if failure is None:
+                try:
+                    digest.update(memoryview(buf)[:n])
+                except BaseException as exc:  # nothing unhashed is written: the copy stops
+                    failure = exc
+                    stop.set()
+            if failure is None:
+                count["hashed"] += 1
+                to_write.put(item)
+            else:
+                free.put(buf)
+
+    threads = []
+    if to_hash is not None:
+        threads.append(threading.Thread(target=hasher, name="model-cache-hash"))
+    threads.insert(0, threading.Thread(target=reader, name="model-cache-read"))
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
     copied = 0
     error = failed = None
     syncer = _Syncer(fd, WRITEBACK_EVERY, base=os.lseek(fd, 0, os.SEEK_CUR))  # hashed before written
@@ -352,14 +398,19 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
                 except BaseException as exc:
                     failed = exc
                     stop.set()
+            count["written"] += 1
             free.put(buf)
     finally:
         stop.set()
         free.put(None)  # wake a reader waiting for a buffer
-        thread.join()
+        for thread in threads:  # the reader, then the hasher (it ends on the reader's _Stop)
+            thread.join()
         failed = syncer.close() or failed
         if split is not None:
-            spent["disk"] += clock() - ended[0]  # the writes queued last, the flush running
+            tail = clock() - ended[0]
+            last_hash = min(tail, max(0.0, hashed[0] - ended[0])) if hashed else 0.0
+            spent["hash"] += last_hash  # the hasher's last buffers
+            spent["disk"] += tail - last_hash  # the writes queued last, the flush running
             for stage, seconds in spent.items():
                 split[stage] += seconds
     if failed is not None:

@@ -81,14 +81,16 @@ def test_stream_copy_with_a_cap_copies_everything_and_computes_the_sleep(tmp_pat
 STREAM_DEFAULT = (transfer.STREAM_CHUNK, transfer.STREAM_BUFFERS)
 
 
+@pytest.mark.parametrize("hash_thread", [True, False], ids=["hasher-thread", "reader-hashes"])
 @pytest.mark.parametrize("chunk, buffers", [(1, 1), (7, 2), (64 * 1024, 3), STREAM_DEFAULT])
-def test_stream_copy_keeps_order_for_any_buffering(tmp_path, chunk, buffers):
+def test_stream_copy_keeps_order_for_any_buffering(tmp_path, chunk, buffers, hash_thread):
     data = blob(5000 if chunk < 100 else 3 * MiB)
     digest = hashlib.sha256()
     target = tmp_path / "out"
     fd = os.open(str(target), os.O_WRONLY | os.O_CREAT)
     try:
-        copied = transfer.stream_copy(io.BytesIO(data), fd, digest, chunk=chunk, buffers=buffers)
+        copied = transfer.stream_copy(io.BytesIO(data), fd, digest, chunk=chunk, buffers=buffers,
+                                      hash_thread=hash_thread)
     finally:
         os.close(fd)
     assert copied == len(data) and target.read_bytes() == data and digest.hexdigest() == sha(data)
@@ -105,6 +107,64 @@ def test_stream_copy_limit_and_reader_error(tmp_path):
     finally:
         os.close(fd)
     assert digest.hexdigest() == sha(data[:1000])
+
+
+class SlowDigest:
+    """sha256 that takes ``delay`` seconds per update, and raises ``fail`` at update number ``fail_at``."""
+
+    def __init__(self, delay: float = 0.0, fail_at: int = 0, fail: BaseException | None = None) -> None:
+        self.inner = hashlib.sha256()
+        self.delay = delay
+        self.fail_at = fail_at
+        self.fail = fail
+        self.updates = 0
+        self.hashed = 0
+
+    def update(self, data) -> None:  # type: ignore[no-untyped-def]
+        self.updates += 1
+        if self.fail is not None and self.updates == self.fail_at:
+            raise self.fail
+        time.sleep(self.delay)
+        self.inner.update(data)
+        self.hashed += len(data)
+
+    def hexdigest(self) -> str:
+        return self.inner.hexdigest()
+
+
+def test_the_stream_copy_writes_nothing_its_hasher_did_not_hash(tmp_path):
+    """A hasher that fails at its fourth buffer stops the copy with its own error, and the file holds
+    no byte past what was hashed (the writer only gets buffers from the hasher, in order)."""
+    data = blob(40 * 64 * 1024)
+    digest = SlowDigest(fail_at=4, fail=MemoryError("hashing failed"))
+    target = tmp_path / "out"
+    fd = os.open(str(target), os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(MemoryError, match="hashing failed"):
+            transfer.stream_copy(io.BytesIO(data), fd, digest, chunk=64 * 1024, buffers=4)
+    finally:
+        os.close(fd)
+    assert digest.hashed == 3 * 64 * 1024
+    assert target.read_bytes() == data[:digest.hashed]
+
+
+def test_a_source_error_leaves_a_digest_of_exactly_the_bytes_written(tmp_path):
+    """The bytes read before a source error are hashed and written before the error is raised,
+    whichever thread hashes: a retry resumes at the file's end with that digest."""
+    data = blob(MiB)
+    for hash_thread in (True, False):
+        digest = hashlib.sha256()
+        target = tmp_path / f"out-{hash_thread}"
+        fd = os.open(str(target), os.O_WRONLY | os.O_CREAT)
+        try:
+            with pytest.raises(TransferError):
+                transfer.stream_copy(FlakyStream(data, 300000), fd, digest, chunk=4096, buffers=8,
+                                     hash_thread=hash_thread)
+        finally:
+            os.close(fd)
+        written = target.read_bytes()
+        assert 0 < len(written) < len(data) and written == data[:len(written)]
+        assert digest.hexdigest() == sha(written)
 
 
 def test_stream_copy_raises_a_destination_error_as_it_is(tmp_path):
@@ -743,6 +803,26 @@ def test_writes_that_are_behind_are_what_the_stream_copy_waited_for(tmp_path):
     assert split["disk"] >= 0.15  # about 12 x 20 ms: the reader's path waited for almost every write
     assert max(split, key=split.__getitem__) == "disk"
     assert (tmp_path / "out").read_bytes() == data
+
+
+def test_a_hasher_that_is_behind_is_what_the_stream_copy_waited_for(tmp_path):
+    """The hasher takes 20 ms per buffer: with four buffers the reader waits for a free one while
+    they queue for the hasher, and the hasher's last buffers follow the source's end. Both count as
+    ``hash``, and the stages still add up to the copy's time."""
+    data = blob(12 * 64 * 1024)
+    split = _split()
+    fd = os.open(str(tmp_path / "out"), os.O_WRONLY | os.O_CREAT)
+    digest = SlowDigest(delay=0.02)
+    began = time.perf_counter()
+    try:
+        transfer.stream_copy(io.BytesIO(data), fd, digest, chunk=64 * 1024, buffers=4, split=split)
+    finally:
+        os.close(fd)
+    elapsed = time.perf_counter() - began
+    assert split["hash"] >= 0.15  # about 12 x 20 ms
+    assert max(split, key=split.__getitem__) == "hash"
+    assert sum(split.values()) <= elapsed
+    assert (tmp_path / "out").read_bytes() == data and digest.hexdigest() == sha(data)
 
 
 def test_the_caps_sleeps_are_counted_as_limit(tmp_path):
