@@ -1,8 +1,18 @@
 """Model cache figures: warm-up throughput of model_cache vs a plain copy, and N nodes with and without a limit.
 
-On a lab with a source server (lab `dpmb`, `up --server src:rdma`, datapath_lab.httpsrc
-serving a model: one --size-mib weights file, written in full (make_model), plus a 3 MiB file),
-every node's NVMe cache is laid out with nvme_layout, then:
+On a lab with a source server (lab `dpmb`, `up --server src:rdma --nvme-direct-io`,
+datapath_lab.httpsrc serving a model: one --size-mib weights file, 2 GiB by default, written in
+full (make_model), plus a 3 MiB file), every node's NVMe cache is laid out with nvme_layout, then:
+
+The nodes' NVMe images do direct I/O (--no-direct-io: through the host's page cache, the lab's
+default), so that a node's disk behaves as a device: a flush waits for the node's own writes. Through
+the host's page cache the node's writes were cached twice, and every flush waited for the host's
+write-out of the image too, however much of it was the node's: in the make bench of 2026-12-07 the
+module's rounds over HTTP waited 0.12 to 0.29 s for the disk at the end of a 1 GiB copy (a spread of
+17 %, `curl`'s 40 %, `cp`'s 75 %); with direct I/O the wait was 0.06 to 0.07 s in every round. The
+weights file is 2 GiB (model shards are commonly 2 to 5 GB): on 2 shared cores a 0.1 s pause of the
+machine is 10 % of a 1 GiB copy over HTTP (0.9 s), which is what was left of the spread (13.9 %
+after the other benchmarks had run; 7.3 % with 2 GiB).
 
 (a) one node, interleaved rounds: model_cache from the HTTP source vs `curl -o` of the same
     files followed by `sync FILE...` (fsync: the module fsyncs before it publishes, so the
@@ -367,11 +377,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--name", default="dpmb")
     parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--size-mib", type=int, default=1024, help="size of the weights file")
+    parser.add_argument("--size-mib", type=int, default=2048, help="size of the weights file")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1, help="rounds of (a) and (c) run first and not counted")
     parser.add_argument("--throttle", type=int, default=2, help="concurrency limit of the limited run")
-    parser.add_argument("--bandwidth-mib", type=int, default=64, help="per-node cap (MiB/s) of the capped runs")
+    parser.add_argument("--bandwidth-mib", type=int, default=128, help="per-node cap (MiB/s) of the capped runs")
+    parser.add_argument("--no-direct-io", dest="direct_io", action="store_false",
+                        help="the nodes' NVMe images through the host's page cache (the lab's default), "
+                             "not direct I/O")
     parser.add_argument("--host-only", action="store_true", help="only (c): the verified copy on this host, no lab")
     parser.add_argument("--one-node", action="store_true", help="(c) and (a) only: skip the runs of every node at once")
     parser.add_argument("--no-primer", dest="primer", action="store_false",
@@ -391,7 +404,9 @@ def main() -> int:
             return _print(figures)
         nvme = f"{max(2, (args.size_mib * 3) // 1024 + 1)}G"
         state = lab.up(LabConfig(name=args.name, nodes=args.nodes, nvme_size=nvme, inventory_dir=inv,
-                                 server=("src", "rdma")), log=lambda *_: None)
+                                 server=("src", "rdma"), nvme_direct_io=args.direct_io), log=lambda *_: None)
+        if args.direct_io and not all(info["nvme_direct_io"] for info in state["nodes"].values()):
+            raise RuntimeError("the lab's NVMe images refuse direct I/O here: run with --no-direct-io")
         serving = lab.serve(src)
         bench = Bench(lab, state, serving["url"] + "/model", os.path.join(src, "model"), files)
         bench.playbook({"mc": {"models": []}})  # lay out every node's cache
