@@ -2,7 +2,7 @@
 
 On a lab with a source server (lab `dpmb`, `up --server src:rdma --nvme-direct-io`,
 datapath_lab.httpsrc serving a model: one --size-mib weights file, 2 GiB by default, written in
-full (make_model), plus a 3 MiB file), every node's NVMe cache is laid out with nvme_layout, then:
+full (make_model), plus a 3 MiB file), every node's NVMe cache is laid out with nvme_layout.
 
 The nodes' NVMe images do direct I/O (--no-direct-io: through the host's page cache, the lab's
 default), so that a node's disk behaves as a device: a flush waits for the node's own writes. Through
@@ -12,7 +12,7 @@ module's rounds over HTTP waited 0.12 to 0.29 s for the disk at the end of a 1 G
 17 %, `curl`'s 40 %, `cp`'s 75 %); with direct I/O the wait was 0.06 to 0.07 s in every round. The
 weights file is 2 GiB (model shards are commonly 2 to 5 GB): on 2 shared cores a 0.1 s pause of the
 machine is 10 % of a 1 GiB copy over HTTP (0.9 s), which is what was left of the spread (13.9 %
-after the other benchmarks had run; 7.3 % with 2 GiB).
+after the other benchmarks had run; 7.3 % with 2 GiB). Then:
 
 (a) one node, interleaved rounds: model_cache from the HTTP source vs `curl -o` of the same
     files followed by `sync FILE...` (fsync: the module fsyncs before it publishes, so the

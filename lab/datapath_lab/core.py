@@ -946,11 +946,7 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
 def _loop_direct_io(loop: str) -> bool:
     """Whether the kernel does direct I/O to ``loop``'s backing file (it falls back to the page
     cache, without an error, where the backing file system cannot)."""
-    try:
-        with open(f"/sys/block/{os.path.basename(loop)}/loop/dio") as handle:
-            return handle.read().strip() == "1"
-    except OSError:
-        return False
+    return _read_value(f"/sys/block/{os.path.basename(loop)}/loop/dio") == "1"
 
 
 def _lab_byte(name: str) -> int:

@@ -57,9 +57,9 @@ READ_BACK = 1 << 20        # bytes the kernel copy's hasher reads back (pread) a
 # sync_file_range every 256 MiB in the writing thread, which started the writeback but left the
 # device flush, on the lab the host's write-out of the node's disk image, to the final fsync)
 WRITEBACK_EVERY = 128 << 20
-# the same for the kernel copy of a local file (every 512 MiB measured no faster in a node with
-# direct I/O, 1.15-1.20 s against 1.13-1.19 s for 2 GiB in make bench, and slower on the host's
-# disk: bench_copy_variants' kernel_wb512)
+# the same for the kernel copy of a local file (every 512 MiB was within the noise in a node with
+# direct I/O, rounds of 1.13-1.22 s against 1.12-1.20 s for 2 GiB in two make bench runs each, and
+# slower on the host's disk in two runs of three: bench_copy_variants' kernel_wb512)
 KERNEL_WRITEBACK_EVERY = WRITEBACK_EVERY
 # where a copy's time goes, along its critical path (the ``split`` the copies add to; the module's
 # ``stage_seconds``): waiting for the source, the kernel copy of a local source (read and write in
@@ -368,10 +368,9 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
             else:
                 free.put(buf)
 
-    threads = []
+    threads = [threading.Thread(target=reader, name="model-cache-read")]
     if to_hash is not None:
         threads.append(threading.Thread(target=hasher, name="model-cache-hash"))
-    threads.insert(0, threading.Thread(target=reader, name="model-cache-read"))
     for thread in threads:
         thread.daemon = True
         thread.start()
