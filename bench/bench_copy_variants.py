@@ -11,13 +11,16 @@ one is removed, synced and the filesystem trimmed.
 From the local path (reference: `cp --sparse=never` + `sync FILE...`):
 
   module           Transfer().fetch_file as the module runs it: transfer.kernel_copy
-                   (copy_file_range, else sendfile) up to KERNEL_AHEAD chunks ahead of a hasher
+                   (copy_file_range, else sendfile) up to KERNEL_AHEAD chunks ahead of a reader
                    that reads each chunk back from the destination (pread, READ_BACK bytes at a
-                   time), fsync as soon as the copy is complete (overlapping the hashing),
+                   time, into READ_BUFFERS buffers) for a hasher that only hashes, fsync as soon
+                   as the copy is complete (overlapping the hashing),
                    writeback started every KERNEL_WRITEBACK_EVERY bytes
   buffered         Transfer(kernel_copy=False): read, hash, write in three threads (the HTTP path)
   kernel_before    the kernel copy before this change: 6 chunks ahead at most, fsync after the
                    last chunk is hashed, writeback every 32 MiB, chunks read back whole
+  kernel_hasher_reads  the module's kernel copy before its read-back had a thread of its own:
+                   the hasher reads each piece back and hashes it
   kernel_*         the module's kernel copy with one setting changed (see VARIANTS)
   kernel_mmap      each chunk hashed from a shared read-only mapping of the destination
                    (MAP_POPULATE) instead of pread
@@ -29,6 +32,12 @@ Over HTTP (reference: `curl -o` + `sync`): http_module (the buffered pipeline as
 it: read, hash and write in three threads, writeback every WRITEBACK_EVERY, 128 MiB), http_wb32
 (every 32 MiB, the module's setting before), http_nowb (no writeback while copying),
 http_reader_hashes (the reader hashes each buffer itself: the module before its hasher thread).
+
+--direct-io: the cache's loop device does direct I/O to its image, as bench_model_cache.py's lab
+nodes do (a flush waits for the cache's own writes, not for the host's write-out of a page-cached
+image). --primer: each timed copy follows an untimed copy of the same variant, so that it starts
+from the state its own kind leaves; without it the variant that follows `cp` took up to 25 % longer
+on this VM (it takes back the memory that `cp`'s cached copy freed).
 
 Every variant's sha256 is checked against the file's. Prints one line per variant: MiB/s (median
 of --rounds), the ratio to its reference (medians, and fastest rounds), the spread (slowest minus
@@ -74,7 +83,8 @@ ITEM = {"what": "bench", "name": "bench", "version": "1"}
 # --------------------------------------------------------------------------- variants
 # Each copies src (path) to dst (path), makes it durable and returns the sha256 hex it verified.
 
-def kernel(ahead: int, sync: bool, every: int, read_size: int = transfer.READ_BACK) -> Callable[[str, str], str]:
+def kernel(ahead: int, sync: bool, every: int, read_size: int = transfer.READ_BACK,
+           read_thread: bool = True) -> Callable[[str, str], str]:
     """transfer.kernel_copy (copy_file_range, else sendfile; each chunk hashed as read back from the
     destination with pread) with these settings, then fsync as fetch_file does."""
 
@@ -85,7 +95,7 @@ def kernel(ahead: int, sync: bool, every: int, read_size: int = transfer.READ_BA
         digest = hashlib.sha256()
         try:
             transfer.kernel_copy(src, fd, read_fd, digest, ahead=ahead, sync=sync, writeback_every=every,
-                                 read_size=read_size)
+                                 read_size=read_size, read_thread=read_thread)
             os.fsync(fd)
         finally:
             for each in (src, fd, read_fd):
@@ -238,7 +248,9 @@ WB = transfer.KERNEL_WRITEBACK_EVERY
 VARIANTS: dict[str, Callable[[str, str], str]] = {
     # the kernel copy before: 6 chunks ahead at most, fsync once the last chunk is hashed,
     # writeback every 32 MiB, each chunk read back whole
-    "kernel_before": kernel(6, False, 32 * MIB, read_size=CHUNK),
+    "kernel_before": kernel(6, False, 32 * MIB, read_size=CHUNK, read_thread=False),
+    # the module's kernel copy before its read-back had a thread of its own: the hasher read back
+    "kernel_hasher_reads": kernel(transfer.KERNEL_AHEAD, True, WB, read_thread=False),
     # the module's kernel copy with one setting changed
     "kernel_ahead6": kernel(6, True, WB),
     "kernel_fsync_after_hash": kernel(transfer.KERNEL_AHEAD, False, WB),
@@ -257,7 +269,8 @@ VARIANTS: dict[str, Callable[[str, str], str]] = {
 class Cache:
     """A sparse image on this host's disk behind a loop device, with a filesystem, mounted."""
 
-    def __init__(self, base: str, fstype: str, size_gib: int) -> None:
+    def __init__(self, base: str, fstype: str, size_gib: int, direct_io: bool = False) -> None:
+        self.direct_io = direct_io
         self.image = base + ".img"
         self.mount = base + "-mnt"
         self.fstype = fstype
@@ -267,8 +280,13 @@ class Cache:
     def __enter__(self) -> Cache:
         with open(self.image, "wb") as fh:
             fh.truncate(self.size)
-        self.loop = subprocess.run(["losetup", "-f", "--show", self.image], check=True, capture_output=True,
+        dio = ["--direct-io=on"] if self.direct_io else []
+        self.loop = subprocess.run(["losetup", "-f", "--show", *dio, self.image], check=True, capture_output=True,
                                    text=True).stdout.strip()
+        if self.direct_io:
+            with open(f"/sys/block/{os.path.basename(self.loop)}/loop/dio") as fh:
+                if fh.read().strip() != "1":
+                    raise RuntimeError(f"the kernel did not grant direct I/O to {self.loop}")
         mkfs = ["mkfs.xfs", "-q", "-f"] if self.fstype == "xfs" else ["mkfs.ext4", "-q", "-F"]
         subprocess.run([*mkfs, self.loop], check=True)
         os.makedirs(self.mount, exist_ok=True)
@@ -298,6 +316,28 @@ def machine_busy() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def copy(name: str, src: str, url: str, out: str, files: list[dict[str, Any]], dests: list[str]) -> None:
+    """One copy of the model's files into ``dests`` by the variant ``name``, made durable."""
+    if name == "cp":
+        for f, d in zip(files, dests, strict=True):
+            subprocess.run(["cp", "--sparse=never", os.path.join(src, f["path"]), d], check=True)
+        subprocess.run(["sync", *dests], check=True)
+    elif name == "curl":
+        subprocess.run(["curl", "-sSf", *[a for f, d in zip(files, dests, strict=True)
+                                          for a in ("-o", d, f"{url}/{f['path']}")]], check=True)
+        subprocess.run(["sync", *dests], check=True)
+    elif name in HTTP_VARIANTS:
+        every, hash_thread = HTTP_VARIANTS[name]
+        engine(False, HttpSource(url), out, files, every=every, hash_thread=hash_thread)
+    elif name in ("module", "buffered"):
+        engine(name == "module", LocalSource(src), out, files)
+    else:
+        for f, d in zip(files, dests, strict=True):
+            got = VARIANTS[name](os.path.join(src, f["path"]), d)
+            if got != f["sha256"]:
+                raise SystemExit(f"{name}: {f['path']}: sha256 {got}, expected {f['sha256']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-mib", type=int, default=1024)
@@ -306,6 +346,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1, help="rounds run first and not counted")
     parser.add_argument("--port", type=int, default=18418, help="of the HTTP source on 127.0.0.1")
     parser.add_argument("--only", default="", help="comma-separated variants (cp, module, buffered, ...)")
+    parser.add_argument("--primer", action="store_true",
+                        help="each timed copy follows an untimed copy of the same variant, so that it starts "
+                             "from the state its own kind leaves (as bench_model_cache.py does)")
+    parser.add_argument("--direct-io", action="store_true",
+                        help="the cache's loop device does direct I/O to its image, as bench_model_cache's lab nodes")
     args = parser.parse_args()
     base = "/var/tmp/datapath-copy-variants"
     src = base + "-src"
@@ -329,33 +374,17 @@ def main() -> int:
             time.sleep(0.05)
         os.unlink(ready)
         url = f"http://127.0.0.1:{args.port}"
-        with Cache(base, args.fs, max(2, 2 * args.size_mib // 1024 + 1)) as cache:
+        with Cache(base, args.fs, max(2, 2 * args.size_mib // 1024 + 1), direct_io=args.direct_io) as cache:
             out = os.path.join(cache.mount, "out")
             for i in range(-args.warmup, args.rounds):
                 for name in (names if i % 2 == 0 else names[::-1]):
-                    cache.clean(out)
-                    dests = [os.path.join(out, f["path"]) for f in files]
-                    for d in dests:
-                        os.makedirs(os.path.dirname(d), exist_ok=True)
-                    c0, b0, t0 = time.process_time(), machine_busy(), time.perf_counter()
-                    if name == "cp":
-                        for f, d in zip(files, dests, strict=True):
-                            subprocess.run(["cp", "--sparse=never", os.path.join(src, f["path"]), d], check=True)
-                        subprocess.run(["sync", *dests], check=True)
-                    elif name == "curl":
-                        subprocess.run(["curl", "-sSf", *[a for f, d in zip(files, dests, strict=True)
-                                                          for a in ("-o", d, f"{url}/{f['path']}")]], check=True)
-                        subprocess.run(["sync", *dests], check=True)
-                    elif name in HTTP_VARIANTS:
-                        every, hash_thread = HTTP_VARIANTS[name]
-                        engine(False, HttpSource(url), out, files, every=every, hash_thread=hash_thread)
-                    elif name in ("module", "buffered"):
-                        engine(name == "module", LocalSource(src), out, files)
-                    else:
-                        for f, d in zip(files, dests, strict=True):
-                            got = VARIANTS[name](os.path.join(src, f["path"]), d)
-                            if got != f["sha256"]:
-                                raise SystemExit(f"{name}: {f['path']}: sha256 {got}, expected {f['sha256']}")
+                    for _run in range(2 if args.primer else 1):  # with --primer: the untimed run first
+                        cache.clean(out)
+                        dests = [os.path.join(out, f["path"]) for f in files]
+                        for d in dests:
+                            os.makedirs(os.path.dirname(d), exist_ok=True)
+                        c0, b0, t0 = time.process_time(), machine_busy(), time.perf_counter()
+                        copy(name, src, url, out, files, dests)
                     if i >= 0:
                         times[name].append(time.perf_counter() - t0)
                         cpu[name].append(time.process_time() - c0)

@@ -4,9 +4,9 @@
 """Model cache transfer (stdlib only): the verified copy of one file into its ``.part``.
 
 From a local file (:func:`kernel_copy`) the kernel copies (copy_file_range, else sendfile) chunk
-by chunk while a second thread hashes each chunk as read back from the destination, so the digest
-is of the bytes written and the data is not copied through Python on the way in. The copy runs
-ahead of the hashing (which is the slower of the two) and is fsynced as soon as it is complete,
+by chunk while a reader thread reads each chunk back from the destination for a hasher thread, so
+the digest is of the bytes written and the data is not copied through Python on the way in. The
+copy runs ahead of the hashing (which is the slower of the two) and is fsynced as soon as it is complete,
 so that the flush to the disk overlaps the hashing of the last chunks (bench/bench_copy_variants.py
 times the alternatives side by side, bench/bench_model_cache.py compares it with ``cp`` + ``sync``).
 
@@ -50,8 +50,9 @@ CHUNK = 8 << 20            # bytes per call of the kernel copy
 # three threads were 0.6x curl + sync over HTTP on the lab; 256 KiB with the reader hashing: 0.85x)
 STREAM_CHUNK = 256 << 10
 STREAM_BUFFERS = 16
-KERNEL_AHEAD = 64          # chunks the kernel copy of a local file may run ahead of its hasher
-READ_BACK = 1 << 20        # bytes the kernel copy's hasher reads back (pread) and hashes at a time
+KERNEL_AHEAD = 64          # chunks the kernel copy of a local file may run ahead of its read-back
+READ_BACK = 1 << 20        # bytes the kernel copy's reader reads back (pread) for its hasher at a time
+READ_BUFFERS = 8           # buffers of READ_BACK bytes between the kernel copy's reader and hasher
 # make what was written durable in the background (fdatasync, in a thread of its own: _Syncer) every
 # this many bytes, so that the flush to the disk overlaps the copy instead of following it. (Before:
 # sync_file_range every 256 MiB in the writing thread, which started the writeback but left the
@@ -459,17 +460,22 @@ class _NoKernelCopy(Exception):
 
 
 def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, ahead=KERNEL_AHEAD, sync=False,
-                writeback_every=None, read_size=READ_BACK, split=None):
+                writeback_every=None, read_size=READ_BACK, split=None, read_thread=True):
     """Copy the file ``src`` (a descriptor, from its position) to ``fd`` (from its position) in
-    the kernel, chunk by chunk, while a second thread reads each copied chunk back from the
+    the kernel, chunk by chunk, while two more threads read each copied chunk back from the
     destination (``read_fd``, open for reading on the same file: the pages are still in the page
-    cache, or are read from the disk if they were dropped) and updates ``digest``: the digest is of
-    the bytes written, and the data is not copied through this process on the way in. The hasher
-    reads ``read_size`` bytes at a time into one small buffer. (Mapping the chunks with mmap
-    instead of pread measured no faster, and a page that cannot be read would then kill the
-    process with SIGBUS instead of raising EIO.)
+    cache, or are read from the disk if they were dropped) and update ``digest``: the digest is of
+    the bytes written, and the data is not copied through this process on the way in. The reader
+    reads the copy back, ``read_size`` bytes at a time, into ``READ_BUFFERS`` small buffers that
+    the hasher hashes in order and hands back, so that the hasher, the copy's slowest stage, only
+    hashes. (Reading 2 GiB back from the page cache takes 0.16 s of the 1.2 s that one thread
+    reading and hashing took; on a cache with direct I/O the copy of 2 GiB took 1.12 s against
+    1.21 s, median of 5 side by side. ``read_thread`` False: the hasher reads each piece back
+    itself, as before. Mapping the chunks with mmap instead of pread measured no faster, and a
+    page that cannot be read would then kill the process with SIGBUS instead of raising EIO.)
 
-    The copy runs up to ``ahead`` chunks ahead of the hasher (the queue holds offsets, not data).
+    The copy runs up to ``ahead`` chunks ahead of the reader (the queue holds offsets, not data),
+    and the reader up to ``READ_BUFFERS`` pieces ahead of the hasher.
     With ``sync`` the copy is made durable (fsync) as soon as it is complete, while the hasher is
     still catching up: the flush to the disk and the hashing of the last chunks overlap instead of
     following each other. Every ``writeback_every`` bytes (None: ``KERNEL_WRITEBACK_EVERY``; 0: never)
@@ -480,8 +486,8 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
 
     ``split``: a dict (:data:`STAGES`) to which the copy adds where its time went, along the
     copying thread's path: ``copy`` (in the kernel copy: reading the source and writing the
-    cache are one step), ``hash`` (waiting for the hasher, whose queue is full, and for its last
-    chunks), ``disk`` (the flushes waited for) and ``limit`` (the bucket's sleeps).
+    cache are one step), ``hash`` (waiting for the read-back and the hasher, whose queue is
+    full, and for their last chunks), ``disk`` (the flushes waited for) and ``limit`` (the bucket's sleeps).
     """
     if bucket is not None:
         chunk = int(max(64 << 10, min(chunk, bucket.rate // 4)))
@@ -492,10 +498,15 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
 
     size = max(4096, min(read_size, chunk))
     hashed = [0]  # bytes of the copy hashed so far (read back): the syncer drops no page before that
+    views = [memoryview(bytearray(size)) for _buffer in range(READ_BUFFERS if read_thread else 1)]
+    free = queue.Queue()  # buffers the reader may fill (indexes into views)
+    filled = queue.Queue()  # (buffer, bytes) read back, in order, for the hasher; None: the end
+    for index in range(len(views)):
+        free.put(index)
 
-    def hasher():
-        buf = bytearray(size)
-        view = memoryview(buf)
+    def read_back(give):
+        """Reads each queued chunk back, piece by piece, and hands every piece (buffer index,
+        bytes) to ``give``; on an error the chunks still queued are drained, not read."""
         while True:
             item = pending.get()
             if item is None:
@@ -505,19 +516,50 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
             offset, n = item
             try:
                 end = offset + n
-                while offset < end:
-                    got = os.preadv(read_fd, [view[:min(size, end - offset)]], offset)
-                    if not got:
-                        raise OSError(errno.EIO, "the copy is shorter than written at byte %d" % offset)
-                    digest.update(view[:got])
+                while offset < end and not failed:
+                    index = free.get()
+                    try:
+                        got = os.preadv(read_fd, [views[index][:min(size, end - offset)]], offset)
+                        if not got:
+                            raise OSError(errno.EIO, "the copy is shorter than written at byte %d" % offset)
+                    except BaseException:
+                        free.put(index)
+                        raise
+                    give(index, got)
                     offset += got
-                hashed[0] += n
             except BaseException as exc:  # raised by the copier
                 failed.append(exc)
 
-    thread = threading.Thread(target=hasher, name="model-cache-hash")
-    thread.daemon = True
-    thread.start()
+    def hash_piece(index, got):
+        if not failed:  # after a failure the digest is not used: the rest is handed back unhashed
+            try:
+                digest.update(views[index][:got])
+                hashed[0] += got
+            except BaseException as exc:  # the reader stops reading; raised by the copier
+                failed.append(exc)
+        free.put(index)
+
+    def reader():
+        try:
+            read_back(lambda index, got: filled.put((index, got)))
+        finally:
+            filled.put(None)
+
+    def hasher():
+        while True:
+            item = filled.get()
+            if item is None:
+                return
+            hash_piece(*item)
+
+    if read_thread:
+        threads = [threading.Thread(target=reader, name="model-cache-read-back"),
+                   threading.Thread(target=hasher, name="model-cache-hash")]
+    else:  # one thread reads back and hashes
+        threads = [threading.Thread(target=read_back, args=(hash_piece,), name="model-cache-hash")]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
     base = os.lseek(fd, 0, os.SEEK_CUR)
     copied = 0
     state = {}
@@ -555,7 +597,8 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
             pending.put(None)
         syncer.close()
         began = clock()
-        thread.join()
+        for thread in threads:  # the reader, then the hasher (it ends on the reader's None)
+            thread.join()
         spent["hash"] += clock() - began  # the last chunks, hashed after the flush
         if split is not None:
             for stage, seconds in spent.items():

@@ -371,13 +371,71 @@ def _copy(tmp_path: Path, data: bytes, prefix: bytes = b"", **kwargs):
     return copied, digest, position, target.read_bytes()
 
 
-@pytest.mark.parametrize("chunk,ahead", [(64 << 10, 1), (1 << 20, 2), (8 << 20, 6)])
-def test_kernel_copy_hashes_what_was_written(tmp_path, chunk, ahead):
+@pytest.mark.parametrize("read_thread", [True, False])
+@pytest.mark.parametrize("chunk,ahead,read_size", [(64 << 10, 1, 64 << 10), (1 << 20, 2, 256 << 10),
+                                                   (8 << 20, 6, 1 << 20), (3 << 20, 2, 5000)])
+def test_kernel_copy_hashes_what_was_written(tmp_path, chunk, ahead, read_size, read_thread):
     data = blob(5 * MiB + 12345)
-    copied, digest, position, written = _copy(tmp_path, data, prefix=b"p" * 100, chunk=chunk, ahead=ahead)
+    copied, digest, position, written = _copy(tmp_path, data, prefix=b"p" * 100, chunk=chunk, ahead=ahead,
+                                              read_size=read_size, read_thread=read_thread)
     assert copied == len(data) and position == 100 + len(data)
     assert written == b"p" * 100 + data
     assert digest.hexdigest() == sha(data)  # the copied bytes only, as read back from the copy
+
+
+@pytest.mark.parametrize("read_thread", [True, False])
+def test_a_read_back_error_stops_the_kernel_copy(tmp_path, monkeypatch, read_thread):
+    """The copy cannot be read back (EIO at the 5th piece): the error is raised, nothing hangs,
+    and the copy stops within the chunks it may run ahead."""
+    real = transfer.os.preadv
+    reads = []
+
+    def preadv(fd, buffers, offset):
+        reads.append(offset)
+        if len(reads) == 5:
+            raise OSError(transfer.errno.EIO, "cannot read back")
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(transfer.os, "preadv", preadv)
+    with pytest.raises(OSError, match="cannot read back"):
+        _copy(tmp_path, blob(64 * 64 * 1024), chunk=64 * 1024, ahead=2, read_size=64 * 1024,
+              read_thread=read_thread)
+    assert len(reads) == 5  # nothing read back after the error
+    assert (tmp_path / "out.bin").stat().st_size < 64 * 64 * 1024
+
+
+class _FailingDigest:
+    """sha256 whose ``fail_at``-th update raises."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.inner = hashlib.sha256()
+        self.fail_at = fail_at
+        self.updates = 0
+
+    def update(self, data) -> None:  # type: ignore[no-untyped-def]
+        self.updates += 1
+        if self.updates == self.fail_at:
+            raise MemoryError("hasher failed")
+        self.inner.update(data)
+
+
+@pytest.mark.parametrize("read_thread", [True, False])
+def test_a_hasher_failure_stops_the_kernel_copy(tmp_path, read_thread):
+    digest = _FailingDigest(3)
+    data = blob(64 * 64 * 1024)
+    (tmp_path / "source.bin").write_bytes(data)
+    src = os.open(str(tmp_path / "source.bin"), os.O_RDONLY)
+    fd = os.open(str(tmp_path / "out.bin"), os.O_WRONLY | os.O_CREAT)
+    read_fd = os.open(str(tmp_path / "out.bin"), os.O_RDONLY)
+    try:
+        with pytest.raises(MemoryError, match="hasher failed"):
+            transfer.kernel_copy(src, fd, read_fd, digest, chunk=64 * 1024, ahead=2, read_size=64 * 1024,
+                                 read_thread=read_thread)
+    finally:
+        for each in (src, fd, read_fd):
+            os.close(each)
+    assert digest.updates == 3  # nothing hashed after the failure
+    assert (tmp_path / "out.bin").stat().st_size < len(data)
 
 
 def test_kernel_copy_limit_and_cap(tmp_path):
@@ -525,8 +583,10 @@ def test_kernel_copy_syncs_while_the_hasher_catches_up(tmp_path, monkeypatch):
     assert digest.opened and all(digest.opened), "the hasher waited for the fsync: they overlapped"
 
 
-def test_kernel_copy_runs_at_most_ahead_chunks_before_the_hasher(tmp_path):
-    """The copy may run ``ahead`` chunks before its hasher, no more (the chunks read back stay recent)."""
+@pytest.mark.parametrize("read_thread", [True, False])
+def test_kernel_copy_runs_at_most_ahead_chunks_before_the_hasher(tmp_path, read_thread):
+    """The copy may run ``ahead`` chunks before its read-back, and the read-back READ_BUFFERS pieces
+    before the hasher, no more (the chunks read back stay recent)."""
     gate = threading.Event()
     digest = _GatedDigest(gate)
     chunk = 64 << 10
@@ -537,12 +597,15 @@ def test_kernel_copy_runs_at_most_ahead_chunks_before_the_hasher(tmp_path):
     read_fd = os.open(str(tmp_path / "out.bin"), os.O_RDONLY)
     result: list[int] = []
     copier = threading.Thread(target=lambda: result.append(
-        transfer.kernel_copy(src, fd, read_fd, digest, chunk=chunk, ahead=3)))
+        transfer.kernel_copy(src, fd, read_fd, digest, chunk=chunk, ahead=3, read_thread=read_thread)))
     copier.start()
     try:
         time.sleep(0.3)
-        # one chunk held by the blocked hasher, three queued, one copied and waiting for room
-        assert (tmp_path / "out.bin").stat().st_size <= 5 * chunk
+        # one chunk held by the blocked hasher, three queued, one copied and waiting for room; with
+        # the read-back in a thread of its own, the other buffers filled (a chunk is one piece
+        # here: chunk < READ_BACK) and one chunk taken by the reader, which waits for a buffer
+        most = 5 + (transfer.READ_BUFFERS if read_thread else 0)
+        assert (tmp_path / "out.bin").stat().st_size == most * chunk
     finally:
         gate.set()
         copier.join()
