@@ -31,7 +31,11 @@ From the local path (reference: `cp --sparse=never` + `sync FILE...`):
 Over HTTP (reference: `curl -o` + `sync`): http_module (the buffered pipeline as the module runs
 it: read, hash and write in three threads, writeback every WRITEBACK_EVERY, 128 MiB), http_wb32
 (every 32 MiB, the module's setting before), http_nowb (no writeback while copying),
-http_reader_hashes (the reader hashes each buffer itself: the module before its hasher thread).
+http_reader_hashes (the reader hashes each buffer itself: the module before its hasher thread),
+http_1m16 and http_4m8 (16 buffers of 1 MiB, 8 of 4 MiB, instead of the module's 16 of 256 KiB:
+fewer hand-overs between the threads, less CPU; measured, not kept: see docs/models.md), http_queue
+(the threads hand buffers over through queue.Queue, a Condition each, instead of the module's
+queue.SimpleQueue).
 
 --direct-io: the cache's loop device does direct I/O to its image, as bench_model_cache.py's lab
 nodes do (a flush waits for the cache's own writes, not for the host's write-out of a page-cached
@@ -216,7 +220,8 @@ def odirect_variant(readback: bool) -> Callable[[str, str], str]:
 
 
 def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]], every: int | None = None,
-           hash_thread: bool = True) -> None:
+           hash_thread: bool = True, buffers: tuple[int, int] | None = None,
+           queue_class: Any = None) -> None:
     """The module's own Transfer.fetch_file (into <out_dir>/<path>.part, checked against the sums);
     ``every``: WRITEBACK_EVERY of the buffered pipeline for this copy (None: the module's);
     ``hash_thread`` False: the buffered pipeline's reader hashes (the module before its hasher thread)."""
@@ -224,8 +229,12 @@ def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]],
     saved_copy = transfer.stream_copy
     if every is not None:
         transfer.WRITEBACK_EVERY = every or (1 << 62)
-    if not hash_thread:
-        transfer.stream_copy = functools.partial(saved_copy, hash_thread=False)
+    saved_handoff = transfer.HANDOFF
+    if queue_class is not None:
+        transfer.HANDOFF = queue_class
+    if not hash_thread or buffers is not None:
+        extra = {} if buffers is None else {"chunk": buffers[0], "buffers": buffers[1]}
+        transfer.stream_copy = functools.partial(saved_copy, hash_thread=hash_thread, **extra)
     try:
         run_transfer = transfer.Transfer(kernel_copy=kernel)
         for f in files:
@@ -234,14 +243,17 @@ def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]],
     finally:
         transfer.WRITEBACK_EVERY = saved
         transfer.stream_copy = saved_copy
+        transfer.HANDOFF = saved_handoff
 
 
 # HTTP from the lab's source server on 127.0.0.1 (sendfile): the buffered pipeline with the module's
 # writeback interval (WRITEBACK_EVERY), with 32 MiB (the module's before), or none, and with the reader
-# hashing each buffer (the module's before its hasher thread); `curl` + `sync` is their reference.
-# (writeback interval, hasher thread)
-HTTP_VARIANTS = {"http_module": (None, True), "http_wb32": (32 * MIB, True), "http_nowb": (0, True),
-                 "http_reader_hashes": (None, False)}
+# hashing each buffer (the module's before its hasher thread), and with larger buffers; `curl` + `sync`
+# is their reference. (writeback interval, hasher thread, (bytes per buffer, buffers) or None: the module's)
+HTTP_VARIANTS = {"http_module": (None, True, None), "http_wb32": (32 * MIB, True, None),
+                 "http_nowb": (0, True, None), "http_reader_hashes": (None, False, None),
+                 "http_1m16": (None, True, (MIB, 16)), "http_4m8": (None, True, (4 * MIB, 8)),
+                 "http_queue": (None, True, None)}
 
 
 WB = transfer.KERNEL_WRITEBACK_EVERY
@@ -327,8 +339,9 @@ def copy(name: str, src: str, url: str, out: str, files: list[dict[str, Any]], d
                                           for a in ("-o", d, f"{url}/{f['path']}")]], check=True)
         subprocess.run(["sync", *dests], check=True)
     elif name in HTTP_VARIANTS:
-        every, hash_thread = HTTP_VARIANTS[name]
-        engine(False, HttpSource(url), out, files, every=every, hash_thread=hash_thread)
+        every, hash_thread, buffers = HTTP_VARIANTS[name]
+        engine(False, HttpSource(url), out, files, every=every, hash_thread=hash_thread, buffers=buffers,
+               queue_class=queue.Queue if name == "http_queue" else None)
     elif name in ("module", "buffered"):
         engine(name == "module", LocalSource(src), out, files)
     else:

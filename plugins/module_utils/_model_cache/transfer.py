@@ -53,6 +53,8 @@ STREAM_BUFFERS = 16
 KERNEL_AHEAD = 64          # chunks the kernel copy of a local file may run ahead of its read-back
 READ_BACK = 1 << 20        # bytes the kernel copy's reader reads back (pread) for its hasher at a time
 READ_BUFFERS = 8           # buffers of READ_BACK bytes between the kernel copy's reader and hasher
+# the queues that hand buffers from thread to thread: the C one, without a Condition of its own
+HANDOFF = queue.SimpleQueue
 # make what was written durable in the background (fdatasync, in a thread of its own: _Syncer) every
 # this many bytes, so that the flush to the disk overlaps the copy instead of following it. (Before:
 # sync_file_range every 256 MiB in the writing thread, which started the writeback but left the
@@ -298,11 +300,11 @@ def stream_copy(stream, fd, digest, limit=None, bucket=None, space_check=None, c
     ended = []  # when the reader stopped: the tail follows
     hashed = []  # when the hasher stopped
     count = {"read": 0, "hashed": 0, "written": 0}  # buffers past each stage
-    free = queue.Queue()
+    free = HANDOFF()
     for _buffer in range(buffers):
         free.put(bytearray(chunk))
-    to_hash = queue.Queue() if hash_thread else None
-    to_write = queue.Queue()
+    to_hash = HANDOFF() if hash_thread else None
+    to_write = HANDOFF()
     stop = threading.Event()
 
     def reader():
@@ -499,8 +501,8 @@ def kernel_copy(src, fd, read_fd, digest, limit=None, bucket=None, chunk=CHUNK, 
     size = max(4096, min(read_size, chunk))
     hashed = [0]  # bytes of the copy hashed so far (read back): the syncer drops no page before that
     views = [memoryview(bytearray(size)) for _buffer in range(READ_BUFFERS if read_thread else 1)]
-    free = queue.Queue()  # buffers the reader may fill (indexes into views)
-    filled = queue.Queue()  # (buffer, bytes) read back, in order, for the hasher; None: the end
+    free = HANDOFF()  # buffers the reader may fill (indexes into views)
+    filled = HANDOFF()  # (buffer, bytes) read back, in order, for the hasher; None: the end
     for index in range(len(views)):
         free.put(index)
 
