@@ -41,7 +41,7 @@ queue.SimpleQueue).
 nodes do (a flush waits for the cache's own writes, not for the host's write-out of a page-cached
 image). --primer: each timed copy follows an untimed copy of the same variant, so that it starts
 from the state its own kind leaves; without it the variant that follows `cp` took up to 25 % longer
-on this VM (it takes back the memory that `cp`'s cached copy freed).
+on this VM (most likely because it takes back the memory that `cp`'s cached copy has just freed).
 
 Every variant's sha256 is checked against the file's. Prints one line per variant: MiB/s (median
 of --rounds), the ratio to its reference (medians, and fastest rounds), the spread (slowest minus
@@ -224,7 +224,9 @@ def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]],
            queue_class: Any = None) -> None:
     """The module's own Transfer.fetch_file (into <out_dir>/<path>.part, checked against the sums);
     ``every``: WRITEBACK_EVERY of the buffered pipeline for this copy (None: the module's);
-    ``hash_thread`` False: the buffered pipeline's reader hashes (the module before its hasher thread)."""
+    ``hash_thread`` False: the buffered pipeline's reader hashes (the module before its hasher thread);
+    ``buffers``: (bytes per buffer, buffers) of the buffered pipeline (None: the module's);
+    ``queue_class``: what hands its buffers over (None: the module's, transfer.HANDOFF)."""
     saved = transfer.WRITEBACK_EVERY
     saved_copy = transfer.stream_copy
     if every is not None:
@@ -249,11 +251,13 @@ def engine(kernel: bool, source: Any, out_dir: str, files: list[dict[str, Any]],
 # HTTP from the lab's source server on 127.0.0.1 (sendfile): the buffered pipeline with the module's
 # writeback interval (WRITEBACK_EVERY), with 32 MiB (the module's before), or none, and with the reader
 # hashing each buffer (the module's before its hasher thread), and with larger buffers; `curl` + `sync`
-# is their reference. (writeback interval, hasher thread, (bytes per buffer, buffers) or None: the module's)
-HTTP_VARIANTS = {"http_module": (None, True, None), "http_wb32": (32 * MIB, True, None),
-                 "http_nowb": (0, True, None), "http_reader_hashes": (None, False, None),
-                 "http_1m16": (None, True, (MIB, 16)), "http_4m8": (None, True, (4 * MIB, 8)),
-                 "http_queue": (None, True, None)}
+# is their reference. (writeback interval, hasher thread, (bytes per buffer, buffers), queue class;
+# None: the module's)
+HTTP_VARIANTS: dict[str, tuple[int | None, bool, tuple[int, int] | None, Any]] = {
+    "http_module": (None, True, None, None), "http_wb32": (32 * MIB, True, None, None),
+    "http_nowb": (0, True, None, None), "http_reader_hashes": (None, False, None, None),
+    "http_1m16": (None, True, (MIB, 16), None), "http_4m8": (None, True, (4 * MIB, 8), None),
+    "http_queue": (None, True, None, queue.Queue)}
 
 
 WB = transfer.KERNEL_WRITEBACK_EVERY
@@ -295,14 +299,18 @@ class Cache:
         dio = ["--direct-io=on"] if self.direct_io else []
         self.loop = subprocess.run(["losetup", "-f", "--show", *dio, self.image], check=True, capture_output=True,
                                    text=True).stdout.strip()
-        if self.direct_io:
-            with open(f"/sys/block/{os.path.basename(self.loop)}/loop/dio") as fh:
-                if fh.read().strip() != "1":
-                    raise RuntimeError(f"the kernel did not grant direct I/O to {self.loop}")
-        mkfs = ["mkfs.xfs", "-q", "-f"] if self.fstype == "xfs" else ["mkfs.ext4", "-q", "-F"]
-        subprocess.run([*mkfs, self.loop], check=True)
-        os.makedirs(self.mount, exist_ok=True)
-        subprocess.run(["mount", "-o", "noatime", self.loop, self.mount], check=True)
+        try:
+            if self.direct_io:
+                with open(f"/sys/block/{os.path.basename(self.loop)}/loop/dio") as fh:
+                    if fh.read().strip() != "1":
+                        raise RuntimeError(f"the kernel did not grant direct I/O to {self.loop}")
+            mkfs = ["mkfs.xfs", "-q", "-f"] if self.fstype == "xfs" else ["mkfs.ext4", "-q", "-F"]
+            subprocess.run([*mkfs, self.loop], check=True)
+            os.makedirs(self.mount, exist_ok=True)
+            subprocess.run(["mount", "-o", "noatime", self.loop, self.mount], check=True)
+        except BaseException:
+            self.__exit__()  # the with block never runs: the loop device and the image go now
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:
@@ -339,9 +347,9 @@ def copy(name: str, src: str, url: str, out: str, files: list[dict[str, Any]], d
                                           for a in ("-o", d, f"{url}/{f['path']}")]], check=True)
         subprocess.run(["sync", *dests], check=True)
     elif name in HTTP_VARIANTS:
-        every, hash_thread, buffers = HTTP_VARIANTS[name]
+        every, hash_thread, buffers, queue_class = HTTP_VARIANTS[name]
         engine(False, HttpSource(url), out, files, every=every, hash_thread=hash_thread, buffers=buffers,
-               queue_class=queue.Queue if name == "http_queue" else None)
+               queue_class=queue_class)
     elif name in ("module", "buffered"):
         engine(name == "module", LocalSource(src), out, files)
     else:
