@@ -78,6 +78,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_model_cache import make_model  # noqa: E402 - the same model files as the module's benchmark
+from datapath_lab.core import loop_direct_io  # noqa: E402 - on the path through bench_model_cache
 
 MIB = 1 << 20
 CHUNK = transfer.CHUNK
@@ -300,10 +301,8 @@ class Cache:
         self.loop = subprocess.run(["losetup", "-f", "--show", *dio, self.image], check=True, capture_output=True,
                                    text=True).stdout.strip()
         try:
-            if self.direct_io:
-                with open(f"/sys/block/{os.path.basename(self.loop)}/loop/dio") as fh:
-                    if fh.read().strip() != "1":
-                        raise RuntimeError(f"the kernel did not grant direct I/O to {self.loop}")
+            if self.direct_io and not loop_direct_io(self.loop):
+                raise RuntimeError(f"the kernel did not grant direct I/O to {self.loop}")
             mkfs = ["mkfs.xfs", "-q", "-f"] if self.fstype == "xfs" else ["mkfs.ext4", "-q", "-F"]
             subprocess.run([*mkfs, self.loop], check=True)
             os.makedirs(self.mount, exist_ok=True)

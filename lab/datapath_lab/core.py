@@ -443,7 +443,7 @@ class Lab:
             # cache (seen: nvme_layout's data-loss guard reading another lab's filesystem): drop them.
             run(["blockdev", "--flushbufs", loop], check=False)
             state["nodes"][node] = {"ns": ns, "index": idx, "nvme": loop, "nvme_image": image,
-                                    "nvme_bytes": size, "nvme_direct_io": _loop_direct_io(loop),
+                                    "nvme_bytes": size, "nvme_direct_io": loop_direct_io(loop),
                                     "interfaces": addresses, "holder_pid": 0,
                                     "holder_start": None, "cgroup": None, "network": config.network,
                                     "share": _checkout() or None}
@@ -943,7 +943,7 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
     return found
 
 
-def _loop_direct_io(loop: str) -> bool:
+def loop_direct_io(loop: str) -> bool:
     """Whether the kernel does direct I/O to ``loop``'s backing file (it falls back to the page
     cache, without an error, where the backing file system cannot)."""
     return _read_value(f"/sys/block/{os.path.basename(loop)}/loop/dio") == "1"
