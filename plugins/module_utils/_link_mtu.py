@@ -107,6 +107,31 @@ def limit_problem(where, name, mtu, low, high, why):
             % (where, mtu, name, high, why))
 
 
+def bond_of(links, name):
+    """The bond ``name`` is enslaved to (None when it is not a bond member)."""
+    master = links.get(links[name].get("master") or "")
+    if master is not None and (master.get("linkinfo") or {}).get("info_kind") == "bond":
+        return master["ifname"] if isinstance(master.get("ifname"), str) else links[name]["master"]
+    return None
+
+
+def member_problem(where, name, bond, mtu, bond_mtu):
+    """Why an MTU asked for on a member of ``bond`` is refused: the kernel gives every member the
+    bond's MTU when it enslaves it, so a member's own MTU is undone or leaves the members mismatched."""
+    now = ("this run does not set %s" % bond if bond_mtu is None
+           else "this run sets %s to %d" % (bond, bond_mtu))
+    return ("%s: MTU %d asked for on %s, a member of bond %s: the kernel gives members the bond's MTU "
+            "at every enslave, so it would be undone or leave the members mismatched (%s); set it on %s: "
+            "its members follow it" % (where, mtu, name, bond, now, bond))
+
+
+def live_rows(rows):
+    """Rows that need an ``ip link set`` of their own: a bond member whose bond changes in this
+    run follows it (the kernel sets each member's MTU when the bond's changes)."""
+    changing = set(r["name"] for r in rows if r["changed"])
+    return [r for r in rows if not (r["follows"] and r["follows"] in changing)]
+
+
 def mtu_action(name, before, after):
     return Action("mtu", name, "ip link set dev %s mtu %d" % (name, after), before=before, after=after,
                   diff=LIVE_SECTION)
@@ -149,7 +174,8 @@ class LinkMtu(Capability):
             if not self.ping:
                 raise LinkMtuError("verify_after needs ping on the node; none found, nothing changed")
         self.verified = None
-        actions = [mtu_action(r["name"], r["mtu_before"], r["mtu"]) for r in live_order(self.rows, links)]
+        actions = [mtu_action(r["name"], r["mtu_before"], r["mtu"])
+                   for r in live_order(live_rows(self.rows), links)]
         changes = self._persist_plan(links, self.rows)
         self.persist["changes"] = [c.text for c in changes]
         return actions + changes
@@ -166,14 +192,13 @@ class LinkMtu(Capability):
             problem = limit_problem(row["where"], name, mtu, low, high, why)
             if problem:
                 errors.append(problem)
-            master = links.get(link.get("master") or "", {})
-            if (master.get("linkinfo") or {}).get("info_kind") == "bond":
-                self.warn("%s is a slave of bond %s; set the MTU on the bond, its slaves follow"
-                          % (name, link["master"]))
+            bond = bond_of(links, name)
+            if bond is not None and targets.get(bond) != mtu:
+                errors.append(member_problem(row["where"], name, bond, mtu, targets.get(bond)))
             result_rows.append({"name": name, "fabric": row["fabric"], "match": row["match"],
                                 "kind": link_kind(link), "mtu_before": link.get("mtu"), "mtu": mtu,
                                 "min_mtu": low, "max_mtu": high, "limit": why, "connection": False,
-                                "changed": link.get("mtu") != mtu})
+                                "changed": link.get("mtu") != mtu, "follows": bond})
         if errors:
             raise LinkMtuError("link_mtu: %d problem(s), nothing changed: %s" % (len(errors), "; ".join(errors)),
                                errors=errors)
@@ -237,7 +262,8 @@ class LinkMtu(Capability):
             self.warn("persist=%s requested but not detected on the node; writing its files anyway" % backend)
         targets = {}
         for row in rows:
-            if row["name"] not in targets:
+            # a member of a bond is persisted through the bond (it takes the bond's MTU at enslave)
+            if row["name"] not in targets and not row["follows"]:
                 targets[row["name"]] = dict(device_facts(self.root, links, row["name"]), mtu=row["mtu"])
         others = [device_facts(self.root, links, name) for name in sorted(links) if name not in targets]
         changes, notes = BACKENDS[backend](self.root, self.runner).plan(

@@ -19,6 +19,12 @@ description:
   - Validates every MTU against the device's C(min_mtu)/C(max_mtu) from C(ip -j -d link)
     before changing anything. A VLAN may not exceed its parent's MTU (after this run); a
     bond may not exceed the smallest maximum of its slaves.
+  - An MTU on a member of a bond is refused before anything changes, live or persisted (also in
+    check mode), unless the same run gives the bond that MTU: the kernel gives every member the
+    bond's MTU when it enslaves it, so a member's own MTU is undone at the next enslave or leaves
+    the members mismatched until then. Set the MTU on the bond; its members follow it. A member
+    whose bond gets its MTU in the same run is satisfied by the bond's change (C(follows) names
+    the bond; nothing of its own is set or persisted).
   - Refuses to change the interface that carries the Ansible connection (found from
     O(connection_address) and C(SSH_CONNECTION)), its lower devices and its bond, unless
     O(allow_connection_interface=true). When allowed, pings O(verify_after) after the change
@@ -151,8 +157,9 @@ extends_documentation_fragment:
   - aiinfra.datapath.node
   - aiinfra.datapath.node.lock
 notes:
-  - Changing the MTU of a bond changes its slaves; a VLAN cannot exceed its parent's MTU, so
-    parents are raised before and lowered after their VLANs.
+  - Changing the MTU of a bond changes its slaves (the kernel sets each one), so a slave is never
+    set or persisted on its own; a VLAN cannot exceed its parent's MTU, so parents are raised
+    before and lowered after their VLANs.
   - Every persistence file is checked by the program that reads it in tests/interop -
     C(netplan generate), C(udevadm test-builtin net_setup_link), systemd-networkd and
     C(ifquery); see docs/interop.md.
@@ -185,7 +192,11 @@ interfaces:
   elements: dict
   sample:
     - {name: ens1f0np0, fabric: rail0, match: "name=ens1f0np0", kind: physical, mtu_before: 1500,
-       mtu: 9000, min_mtu: 68, max_mtu: 9978, limit: device, connection: false, changed: true}
+       mtu: 9000, min_mtu: 68, max_mtu: 9978, limit: device, connection: false, changed: true,
+       follows: null}
+    - {name: ens2f0np0, fabric: storage, match: "name=ens2f0np0", kind: physical, mtu_before: 1500,
+       mtu: 9000, min_mtu: 68, max_mtu: 9000, limit: device, connection: false, changed: true,
+       follows: bond0}
 actions:
   description:
     - What the module did, or would do in check mode, in order (see docs/architecture.md).

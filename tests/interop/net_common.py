@@ -35,6 +35,7 @@ if UNIT_PLUGINS not in sys.path:
     sys.path.insert(0, UNIT_PLUGINS)
 
 import netcases  # noqa: E402  (tests/unit/plugins: the shared netplan cases)
+import netfakes  # noqa: E402  (tests/unit/plugins: the recorded-output fakes)
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import HostRoot  # noqa: E402
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import (  # noqa: E402
     device_facts,
@@ -42,7 +43,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import ( 
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf_systemd import parse_unit  # noqa: E402
 
-__all__ = ["netcases"]
+__all__ = ["netcases", "netfakes"]
 
 NETWORKD = "/lib/systemd/systemd-networkd"
 

@@ -447,6 +447,58 @@ def check_interface_fabrics(spec: DatapathSpec) -> Iterator[Issue]:
                             f"use an MTU of at least {derived.ROCE_MIN_LINK_MTU}")
 
 
+def _entry_name(iface: Interface) -> str | None:
+    return iface.name if iface.name is not None else (iface.match.name if iface.match is not None else None)
+
+
+@cross_check("DatapathSpec", "bond-members", reads=(
+    "fabrics.*.name", "fabrics.*.mtu", "profiles.<item>.interfaces", "hosts.<item>.interfaces"))
+def check_bond_members(spec: DatapathSpec) -> Iterator[Issue]:
+    """A bond member (``bond:``, or named in a bond's ``members``) has its bond listed beside it, on the same
+    fabric, and no MTU of its own: the kernel gives members the bond's MTU at every enslave."""
+    fabrics = {f.name: f for f in spec.fabrics}
+    for base, body in _layers(spec):
+        interfaces = body.interfaces or []
+        entries = {name: index for index, name in ((i, _entry_name(f)) for i, f in enumerate(interfaces))
+                   if name is not None}
+        listed_by = {member: index for index, iface in enumerate(interfaces) for member in iface.members}
+        for index, iface in enumerate(interfaces):
+            name = _entry_name(iface) or "interfaces[%d]" % index
+            where = (*base, "interfaces", index)
+            listing = listed_by.get(name) if _entry_name(iface) is not None else None
+            if iface.bond is not None and listing is not None and _entry_name(interfaces[listing]) != iface.bond:
+                yield Issue((*where, "bond"), f"{name} says bond {iface.bond}, but {_entry_name(interfaces[listing])} "
+                            "lists it as a member", "keep one bond per member")
+                continue
+            bond = iface.bond if iface.bond is not None else (
+                _entry_name(interfaces[listing]) if listing is not None else None)
+            if bond is None:
+                continue
+            if bond == name:
+                yield Issue((*where, "bond"), f"{name} is listed as a member of itself", "remove bond: here")
+                continue
+            at = entries.get(bond)
+            if at is None:
+                yield Issue((*where, "bond"), f"{name} is a member of bond {bond}, which these interfaces do not list; "
+                            "the kernel gives members the bond's MTU at every enslave",
+                            f"list {bond} (name: {bond}, fabric: {iface.fabric}) with the MTU: its members follow it")
+                continue
+            bond_entry = interfaces[at]
+            if bond_entry.fabric != iface.fabric:
+                yield Issue((*where, "fabric"), f"{name} is a member of bond {bond} on fabric {bond_entry.fabric}, "
+                            f"but carries fabric {iface.fabric}", f"give {name} fabric {bond_entry.fabric}")
+                continue
+            fabric = fabrics.get(iface.fabric)
+            if fabric is None:
+                continue  # interface-fabric names it
+            mtu = iface.mtu if iface.mtu is not None else fabric.mtu
+            bond_mtu = bond_entry.mtu if bond_entry.mtu is not None else fabric.mtu
+            if mtu != bond_mtu:
+                yield Issue((*where, "mtu"), f"MTU {mtu} on {name}, a member of bond {bond} (MTU {bond_mtu}): the "
+                            "kernel gives members the bond's MTU at every enslave, so it would be undone or leave the "
+                            "members mismatched", f"set it on {bond}: its members follow it (remove mtu from {name})")
+
+
 _LAYER_READS = ("node", "sysctl", "hugepages", "kernel_args", "storage", "k8s")
 
 

@@ -246,6 +246,11 @@ class Interface(SpecModel):
     """Defaults to the fabric's MTU."""
     mtu_override: Bool = False
     """Set true when mtu differs from the fabric's on purpose."""
+    bond: IfName | None = None
+    """The bond this NIC is a member of. The kernel gives members the bond's MTU, so the bond is listed too,
+    with the MTU; the member's own entry (for its QoS, say) has the same MTU or none."""
+    members: Annotated[list[IfName], Field(max_length=64)] = Field(default_factory=list)
+    """For a bond: the names of its member NICs (their MTU follows the bond's)."""
 
 
 class FirmwarePolicy(SpecModel):

@@ -93,6 +93,11 @@ class FakeIp:
                 return 2, "", self.refuse[name]
             self.links[name]["mtu"] = mtu
             self.sets.append((name, mtu))
+            if (self.links[name].get("linkinfo") or {}).get("info_kind") == "bond":
+                # the bonding driver's bond_change_mtu sets the MTU of every slave
+                for link in self.links.values():
+                    if link.get("master") == name:
+                        link["mtu"] = mtu
             return 0, "", ""
         return None
 

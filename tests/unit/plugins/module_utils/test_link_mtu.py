@@ -116,8 +116,8 @@ def test_revert_that_fails_is_named(tree):
                 return 2, "", "Error: device busy"
             return super().__call__(argv)
 
-    ip = Sticky(links(), refuse={"ens2f0np0": "Error: mtu greater than device maximum."})
-    result = capability(tree, ip, interfaces=[{"name": "ens1f0np0", "mtu": 9000}, {"name": "ens2f0np0", "mtu": 9000}])
+    ip = Sticky(links(), refuse={"v0": "Error: mtu greater than device maximum."})
+    result = capability(tree, ip, interfaces=[{"name": "ens1f0np0", "mtu": 9000}, {"name": "v0", "mtu": 9000}])
     assert "applying MTU failed" in result["msg"] and "ens1f0np0 (revert FAILED)" in result["msg"]
 
 

@@ -233,9 +233,11 @@ def test_match_by_pci_and_driver(run_module, tree, monkeypatch):
     items = [{"name": None, "match": {"pci": "0000:e6:00.0"}, "fabric": "rail1", "mtu": 4200}]
     result = run_module(link_mtu.main, args(tree, items, persist="none"))
     assert [r["name"] for r in result["interfaces"]] == ["ens1f0np0"]
-    items = [{"match": {"driver": "mlx5_core"}, "mtu": 9000}]
+    # the driver match takes the bond's members too: the bond gets the same MTU (tests of bonds below)
+    items = [{"match": {"driver": "mlx5_core"}, "mtu": 9000}, {"name": "bond0", "mtu": 9000}]
     result = run_module(link_mtu.main, args(tree, items, persist="none"), check_mode=True)
-    assert sorted(r["name"] for r in result["interfaces"]) == ["ens1f0np0", "ens2f0np0", "ens2f1np1"]
+    assert sorted(r["name"] for r in result["interfaces"] if r["name"] != "bond0") == [
+        "ens1f0np0", "ens2f0np0", "ens2f1np1"]
 
 
 def test_no_match_fails_before_anything(run_module, tree, monkeypatch):
@@ -332,9 +334,10 @@ def test_allowed_change_verified(run_module, tree, monkeypatch):
 
 
 def test_device_refuses_and_run_reverts(run_module, tree, monkeypatch):
-    ip = FakeIp(links(), refuse={"ens2f0np0": "Error: mtu greater than device maximum."})
+    # v0, not a bond member (whose MTU on its own is refused before anything changes)
+    ip = FakeIp(links(), refuse={"v0": "Error: mtu greater than device maximum."})
     fake(monkeypatch, ip=ip)
-    items = [{"name": "ens1f0np0", "mtu": 9000}, {"name": "ens2f0np0", "mtu": 9000}]
+    items = [{"name": "ens1f0np0", "mtu": 9000}, {"name": "v0", "mtu": 9000}]
     result = run_module(link_mtu.main, args(tree, items, persist="none"), expect_failure=True)
     assert "applying MTU failed" in result["msg"] and "ens1f0np0->1500" in result["msg"]
     assert ip.links["ens1f0np0"]["mtu"] == 1500
@@ -346,3 +349,156 @@ def test_ip_failure_is_clean(run_module, tree, monkeypatch):
     use(monkeypatch, runner)
     result = run_module(link_mtu.main, args(tree, RAIL), expect_failure=True)
     assert "Cannot open netlink socket" in result["msg"]
+
+
+# --------------------------------------------------------------------------- bonds (issue 45)
+# node-links.json: bond0 over ens2f0np0 and ens2f1np1, all at MTU 1500. Each backend holds the
+# bond's own configuration the way that backend defines a bond.
+MEMBER = [{"name": "ens2f0np0", "fabric": "storage", "mtu": 9000}]
+BOND_AND_MEMBER = [{"name": "bond0", "fabric": "storage", "mtu": 9000}] + MEMBER
+
+NETPLAN_BOND = """network:
+  version: 2
+  renderer: networkd
+  ethernets:
+    ens2f0np0: {}
+    ens2f1np1: {}
+  bonds:
+    bond0:
+      interfaces: [ens2f0np0, ens2f1np1]
+      parameters: {mode: 802.3ad, lacp-rate: fast}
+      addresses: [198.19.5.11/24]
+"""
+
+
+def _nm_bond():
+    """nmcli answering for a bond profile and its two port profiles (NetworkManager 1.42 names)."""
+    uuids = {"bond0": "b0nd-uuid", "ens2f0np0": "p0rt-uuid-0", "ens2f1np1": "p0rt-uuid-1"}
+    state: dict[str, str] = {}
+
+    def nmcli(argv):
+        if argv[0] != "nmcli":
+            return None
+        if argv[:4] == ["nmcli", "-t", "connection", "modify"]:
+            state[argv[4]] = argv[-1]
+            return 0, "", ""
+        if argv[1:4] == ["-g", "GENERAL.CON-UUID", "device"] and argv[5] in uuids:
+            return 0, uuids[argv[5]] + "\n", ""
+        if argv[1:3] == ["-g", "connection.type"]:
+            return 0, ("bond" if argv[-1] == "b0nd-uuid" else "802-3-ethernet") + "\n", ""
+        if argv[1:3] == ["-g", "802-3-ethernet.mtu"]:
+            return 0, state.get(argv[-1], "auto") + "\n", ""
+        return 10, "", "Error: not found"
+    return nmcli
+
+
+def _backend(name, tree):
+    """(systemctl units active, extra handlers) for ``name``, with the bond configured in it."""
+    if name == "ifupdown":
+        tree.put("/etc/network/interfaces", IFUPDOWN_MAIN)
+        tree.put("/etc/network/interfaces.d/bond0", "auto bond0\niface bond0 inet static\n    address 198.19.5.11/24\n"
+                                                    "    bond-slaves ens2f0np0 ens2f1np1\n    bond-mode 802.3ad\n")
+        return (), []
+    if name == "networkd":
+        tree.put("/etc/systemd/network/10-bond0.netdev", "[NetDev]\nName=bond0\nKind=bond\n\n[Bond]\nMode=802.3ad\n")
+        tree.put("/etc/systemd/network/20-bond0.network", "[Match]\nName=bond0\n\n[Network]\nAddress=198.19.5.11/24\n")
+        tree.put("/etc/systemd/network/30-bond0-ports.network", "[Match]\nName=ens2f0np0 ens2f1np1\n\n"
+                                                                "[Network]\nBond=bond0\n")
+        return ("systemd-networkd",), []
+    if name == "netplan":
+        tree.put("/etc/netplan/60-bond.yaml", NETPLAN_BOND)
+        return ("systemd-networkd",), []
+    return ("NetworkManager",), [_nm_bond()]
+
+
+BOND_BACKENDS = ["ifupdown", "networkd", "netplan", "networkmanager"]
+
+
+@pytest.mark.parametrize("backend", BOND_BACKENDS)
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_mtu_on_a_bond_member_alone_is_refused_before_anything(run_module, tree, monkeypatch, backend, check_mode):
+    active, extra = _backend(backend, tree)
+    runner, ip = fake(monkeypatch, active=active, extra=extra)
+    before = tree.snapshot()
+    result = run_module(link_mtu.main, args(tree, MEMBER), check_mode=check_mode, expect_failure=True)
+    assert result["errors"] == [
+        "interfaces[0] (fabric storage): MTU 9000 asked for on ens2f0np0, a member of bond bond0: the kernel gives "
+        "members the bond's MTU at every enslave, so it would be undone or leave the members mismatched (this run "
+        "does not set bond0); set it on bond0: its members follow it"]
+    assert "nothing changed" in result["msg"]
+    assert ip.sets == [] and runner.commands == [] and tree.snapshot() == before
+    assert ip.links["ens2f0np0"]["mtu"] == ip.links["bond0"]["mtu"] == 1500
+
+
+@pytest.mark.parametrize("backend", BOND_BACKENDS)
+def test_a_member_with_a_bond_of_another_mtu_is_refused(run_module, tree, monkeypatch, backend):
+    active, extra = _backend(backend, tree)
+    runner, ip = fake(monkeypatch, active=active, extra=extra)
+    items = [{"name": "bond0", "fabric": "storage", "mtu": 4200}] + MEMBER
+    result = run_module(link_mtu.main, args(tree, items), expect_failure=True)
+    assert result["errors"] == [
+        "interfaces[1] (fabric storage): MTU 9000 asked for on ens2f0np0, a member of bond bond0: the kernel gives "
+        "members the bond's MTU at every enslave, so it would be undone or leave the members mismatched (this run "
+        "sets bond0 to 4200); set it on bond0: its members follow it"]
+    assert ip.sets == [] and runner.commands == []
+
+
+# what each backend persists for bond0 at 9000 (and nothing for its members)
+BOND_PERSISTED = {
+    "ifupdown": [],  # bond0's own stanza: the backend names the line to add instead of a second stanza
+    "networkd": ["write /etc/systemd/network/20-bond0.network.d/90-aiinfra-mtu.conf"],
+    "netplan": ["write /etc/netplan/90-aiinfra-datapath.yaml"],
+    "networkmanager": ["nmcli connection modify b0nd-uuid 802-3-ethernet.mtu 9000 (bond0)"],
+}
+
+
+@pytest.mark.parametrize("backend", BOND_BACKENDS)
+def test_a_member_is_satisfied_by_its_bond_in_the_same_run(run_module, tree, monkeypatch, backend):
+    active, extra = _backend(backend, tree)
+    runner, ip = fake(monkeypatch, active=active, extra=extra)
+    check = run_module(link_mtu.main, args(tree, BOND_AND_MEMBER), check_mode=True, diff=True)
+    assert ip.sets == [] and runner.commands == []
+    result = run_module(link_mtu.main, args(tree, BOND_AND_MEMBER), diff=True)
+    # one live change, the bond's: the kernel sets its members (both, also the one not listed)
+    assert [a["text"] for a in result["actions"] if a["kind"] == "mtu"] == ["ip link set dev bond0 mtu 9000"]
+    assert ip.sets == [("bond0", 9000)]
+    assert {n: ip.links[n]["mtu"] for n in ("bond0", "ens2f0np0", "ens2f1np1")} == {
+        "bond0": 9000, "ens2f0np0": 9000, "ens2f1np1": 9000}
+    assert result["persist"]["changes"] == BOND_PERSISTED[backend]
+    assert not any("ens2f" in change for change in result["persist"]["changes"])
+    assert diff_entry(result, "live MTU")["after"] == "bond0 = 9000\n"
+    rows = {r["name"]: r for r in result["interfaces"]}
+    assert (rows["bond0"]["follows"], rows["ens2f0np0"]["follows"]) == (None, "bond0")
+    assert (rows["ens2f0np0"]["mtu_before"], rows["ens2f0np0"]["mtu"]) == (1500, 9000)
+    # check mode predicted exactly this
+    assert check["actions"] == result["actions"] and check["diff"] == result["diff"]
+    if backend == "netplan":
+        persisted = json.loads(tree.get("/etc/netplan/90-aiinfra-datapath.yaml"))
+        assert persisted == {"network": {"version": 2, "bonds": {"bond0": {"mtu": 9000}}}}
+    if backend == "ifupdown":
+        assert result["persist"]["notes"] == [
+            "bond0: defined in /etc/network/interfaces.d/bond0; add 'mtu 9000' to that stanza "
+            "(not edited automatically)"]
+        assert not tree.exists("/etc/network/interfaces.d/aiinfra-ens2f0np0")
+    if backend == "networkmanager":
+        assert not any("p0rt-uuid" in " ".join(argv) for argv in runner.commands)
+    again = run_module(link_mtu.main, args(tree, BOND_AND_MEMBER))
+    assert again["changed"] is False and again["actions"] == []
+
+
+def test_a_member_left_mismatched_is_set_to_its_bonds_mtu(run_module, tree, monkeypatch):
+    """bond0 is at 9000 already, one member was left at 1500 by hand: the member is set to the bond's MTU."""
+    table = [dict(link, mtu=9000) if link["ifname"] in ("bond0", "ens2f1np1") else link for link in links()]
+    runner, ip = fake(monkeypatch, ip=FakeIp(table))
+    result = run_module(link_mtu.main, args(tree, BOND_AND_MEMBER, persist="none"))
+    assert ip.sets == [("ens2f0np0", 9000)]
+    assert [r["follows"] for r in result["interfaces"]] == [None, "bond0"]
+
+
+def test_a_driver_match_that_takes_bond_members_is_refused_without_the_bond(run_module, tree, monkeypatch):
+    runner, ip = fake(monkeypatch)
+    items = [{"match": {"driver": "mlx5_core"}, "mtu": 9000}]
+    result = run_module(link_mtu.main, args(tree, items, persist="none"), check_mode=True, expect_failure=True)
+    assert [e.split(":")[1].strip() for e in result["errors"]] == [
+        "MTU 9000 asked for on ens2f0np0, a member of bond bond0",
+        "MTU 9000 asked for on ens2f1np1, a member of bond bond0"]

@@ -101,6 +101,19 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.profiles[0].interfaces[1].mtu", "MTU 4200 differs from fabric rail0's MTU 9000"),
     ("interface-fabric", lambda s: prof(s)["interfaces"][1].update(mtu=300, mtu_override=True),
      "datapath.profiles[0].interfaces[1].mtu", "MTU 300 on RoCE fabric rail0 is below 352"),
+    ("bond-members", lambda s: prof(s)["interfaces"].append({"name": "ens2f0np0", "fabric": "rail0", "bond": "bond0"}),
+     "datapath.profiles[0].interfaces[2].bond", "ens2f0np0 is a member of bond bond0, which these interfaces do not"),
+    ("bond-members", lambda s: prof(s)["interfaces"].extend([
+        {"name": "bond0", "fabric": "rail0", "members": ["ens2f0np0", "ens2f1np1"]},
+        {"name": "ens2f0np0", "fabric": "rail0", "mtu": 4200, "mtu_override": True}]),
+     "datapath.profiles[0].interfaces[3].mtu", "MTU 4200 on ens2f0np0, a member of bond bond0 (MTU 9000)"),
+    ("bond-members", lambda s: prof(s)["interfaces"].extend([
+        {"name": "bond0", "fabric": "rail0"}, {"name": "ens2f0np0", "fabric": "mgmt", "bond": "bond0"}]),
+     "datapath.profiles[0].interfaces[3].fabric", "member of bond bond0 on fabric rail0, but carries fabric mgmt"),
+    ("bond-members", lambda s: s.update(hosts={"h1": {"interfaces": [
+        {"name": "bond0", "fabric": "rail0", "members": ["ens2f0np0"]}, {"name": "bond1", "fabric": "rail0"},
+        {"name": "ens2f0np0", "fabric": "rail0", "bond": "bond1"}]}}),
+     "datapath.hosts.h1.interfaces[2].bond", "ens2f0np0 says bond bond1, but bond0 lists it as a member"),
     ("firmware-rule", lambda s: prof(s)["firmware"][0].update(driver=None, psid=None),
      "datapath.profiles[0].firmware[0].psid", "policy matches no device"),
     ("firmware-rule", lambda s: prof(s)["firmware"][0].update(allowed=["28.1.1"]),
@@ -218,3 +231,11 @@ def test_cross_checks_of_valid_sections_run_despite_errors_elsewhere() -> None:
     spec["fabrics"][0]["mtu"] = 1
     expected = {"datapath.fabrics[0].mtu", "datapath.fabrics[1].roce.pfc_priorities"}
     assert {e.path for e in validate_spec(spec)} == expected
+
+
+def test_bond_members_with_their_bond_at_its_mtu_are_valid() -> None:
+    spec = base()
+    prof(spec)["interfaces"].extend([{"name": "bond0", "fabric": "rail0", "members": ["ens2f0np0", "ens2f1np1"]},
+                                     {"name": "ens2f0np0", "fabric": "rail0"},
+                                     {"name": "ens2f1np1", "fabric": "rail0", "bond": "bond0", "mtu": 9000}])
+    assert validate_spec(spec) == []
