@@ -20,7 +20,7 @@ description:
     before changing anything. A VLAN may not exceed its parent's MTU (after this run); a
     bond may not exceed the smallest maximum of its slaves.
   - An MTU on a member of a bond is refused before anything changes, live or persisted (also in
-    check mode), unless the same run gives the bond that MTU: the kernel gives every member the
+    check mode), unless the same run gives the bond that MTU. The kernel gives every member the
     bond's MTU when it enslaves it, so a member's own MTU is undone at the next enslave or leaves
     the members mismatched until then. Set the MTU on the bond; its members follow it. A member
     whose bond gets its MTU in the same run is satisfied by the bond's change (C(follows) names
