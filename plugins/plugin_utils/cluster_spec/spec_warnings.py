@@ -122,7 +122,11 @@ def _names(value: Any) -> list[tuple[int, str]]:
 
 
 def _close(name: str, options: Sequence[str] | set[str]) -> str:
-    found = difflib.get_close_matches(name, sorted(options), n=1, cutoff=0.6)
+    """"did you mean 'x'? " for the closest option (one that ``name`` contains, e.g. gpu for gpu_nodes,
+    or a near spelling), else empty."""
+    choices = sorted(o for o in options if o not in ("ungrouped", "all"))
+    found = difflib.get_close_matches(name, choices, n=1, cutoff=0.6) or \
+        sorted((o for o in choices if len(o) >= 3 and o in name), key=len, reverse=True)[:1]
     return f"did you mean {found[0]!r}? " if found else ""
 
 
