@@ -12,7 +12,8 @@ module: sysctl_profile
 short_description: Apply and persist a whole sysctl profile in one call
 version_added: 0.1.0
 requirements:
-  - "Python 3 on the node (standard library only); systemd-sysctl (or procps sysctl --system) reads the managed file at boot"
+  - "Python 3 on the node (standard library only); systemd-sysctl (or procps sysctl --system) reads the
+    managed file at boot"
 description:
   - Reads every requested kernel parameter from C(/proc/sys) first and fails before
     touching anything when a key does not exist on this kernel or is read-only here

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import findings as F
-from .results import counter_deltas, join_pair, storage_rows
 from .heatmap_md import heatmap_markdown
+from .results import counter_deltas, join_pair, storage_rows
 from .svg import heatmap
 
 SCHEMA_VERSION = 1

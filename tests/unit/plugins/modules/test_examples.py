@@ -120,7 +120,7 @@ def test_module_docs_list_their_requirements(path: Path) -> None:
 
 def _versions() -> tuple[str, set[str]]:
     galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
-    released = set((yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text()).get("releases") or {}))
+    released = set(yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text()).get("releases") or {})
     return str(galaxy), {str(v) for v in released}
 
 
@@ -158,7 +158,7 @@ def test_all_examples_pass_ansible_playbook_syntax_check(tmp_path: Path) -> None
 
 def test_node_plan_docs_name_every_part_of_todays_plan() -> None:
     doc = yaml.safe_load((REPO / "plugins" / "filter" / "node_plan.yml").read_text())
-    text = " ".join(doc["RETURN"]["_value"]["description"]) if isinstance(doc["RETURN"]["_value"]["description"], list) \
-        else doc["RETURN"]["_value"]["description"]
+    description = doc["RETURN"]["_value"]["description"]
+    text = " ".join(description) if isinstance(description, list) else description
     listed = set(re.findall(r"\b([a-z_]+)(?=[,(]| \()", text.split("keys", 1)[1]))
     assert listed == set(example_plan()), (listed ^ set(example_plan()))
