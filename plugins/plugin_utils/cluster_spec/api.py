@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._pydantic import ValidationError
+from ._pydantic import ValidationError, require_pydantic
 from .errors import SpecError, SpecValidationError, join_path, translate
 from .models import DatapathSpec, fields_at
 from .partial import Partial, partial_check
@@ -68,6 +68,7 @@ def _load_all(data: Any) -> tuple[DatapathSpec | None, list[SpecError], Any, Par
         kind = "null" if plain is None else type(plain).__name__
         return None, [SpecError("datapath", f"the spec must be a mapping, got {kind}",
                                 "write `datapath:` followed by `version: 1`, `fabrics:`, `profiles:`")], plain, None
+    require_pydantic()  # a missing pydantic is the controller's problem, not an error of the spec
     try:
         return DatapathSpec.model_validate(plain), [], plain, None
     except ValidationError as exc:

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ._pydantic import MissingPydantic
 from .api import check_inventory, dumps_plan, parse_spec, validate_spec
 from .errors import SpecError, SpecValidationError
 from .loader import MAX_BYTES, READERS, Inventory, LoadError, load_target, load_yaml_text
@@ -358,6 +359,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     try:
         with _without_cyclic_gc():
             return int(args.func(args, stream))
+    except MissingPydantic as exc:
+        sys.stderr.write(f"datapath: {exc}\n")
+        return EXIT_UNUSABLE
     except LoadError as exc:
         sys.stderr.write(f"datapath: {exc}\n")
         return EXIT_UNUSABLE
