@@ -35,16 +35,18 @@ def test_the_cli_runs_from_the_installed_tarball(tmp_path: Path) -> None:
     collections = tmp_path / "collections"
     installed = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", "--force", "-p",
                                 str(collections), str(tarball)], capture_output=True, text=True, check=False,
-                               timeout=300, cwd=str(tmp_path), env=_clean_env(ANSIBLE_COLLECTIONS_PATH=str(collections)))
+                               timeout=300, cwd=str(tmp_path),
+                               env=_clean_env(ANSIBLE_COLLECTIONS_PATH=str(collections)))
     assert installed.returncode == 0, installed.stdout + installed.stderr
     project = tmp_path / "project" / "inventories" / "prod"
     (project / "group_vars" / "all").mkdir(parents=True)
     (project / "hosts.ini").write_text("[train]\nt1\n[infer]\ni1\n[gpu:children]\ntrain\ninfer\n")
     (project / "group_vars" / "all" / "datapath.yml").write_text(
         "datapath:\n  version: 1\n  profiles:\n    - name: gpu\n      sysctl: {vm.swapiness: 10}\n")
-    ran = subprocess.run([sys.executable, "-m", "ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec",
-                          "validate", "inventories/prod", "--strict"], capture_output=True, text=True, check=False,
-                         timeout=300, cwd=str(tmp_path / "project"), env=_clean_env(PYTHONPATH=str(collections)))
+    module = "ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec"
+    ran = subprocess.run([sys.executable, "-m", module, "validate", "inventories/prod", "--strict"],
+                         capture_output=True, text=True, check=False, timeout=300,
+                         cwd=str(tmp_path / "project"), env=_clean_env(PYTHONPATH=str(collections)))
     assert ran.returncode == 1, ran.stdout + ran.stderr
     assert "did you mean vm.swappiness?" in ran.stdout
     assert "[inventories/prod/group_vars/all/datapath.yml:5]" in ran.stdout
