@@ -274,14 +274,18 @@ def spec_sources(target: str, specs: list[Any], load: Any) -> list[SourceMap | N
         files = candidate_files(target)
     except OSError:
         return found
+    texts: list[tuple[str, str]] = []
     for path in files:
         try:
             with open(path, encoding="utf-8") as handle:
                 text = handle.read(16 * 1024 * 1024 + 1)
         except (OSError, UnicodeDecodeError):
             continue
-        if not _HAS_SPEC.search(text):
-            continue
+        if _HAS_SPEC.search(text):
+            texts.append((path, text))
+    if len(texts) == 1 and len(specs) == 1:  # the common case: one file defines the one spec (no second read)
+        return [SourceMap(texts[0][0], texts[0][1])]
+    for path, text in texts:
         try:
             data = load(text, path)
         except Exception:  # the reader already said what is wrong with it, or never read it

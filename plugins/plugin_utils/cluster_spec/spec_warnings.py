@@ -13,6 +13,7 @@ Checks read the plain document defensively: a spec with errors still gets its wa
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import ipaddress
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -124,7 +125,17 @@ def _names(value: Any) -> list[tuple[int, str]]:
 def _close(name: str, options: Sequence[str] | set[str]) -> str:
     """"did you mean 'x'? " for the closest option (one that ``name`` contains, e.g. gpu for gpu_nodes,
     or a near spelling), else empty."""
-    choices = sorted(o for o in options if o not in ("ungrouped", "all"))
+    choices = [o for o in options if o not in ("ungrouped", "all")]
+    choices.sort()
+    if len(choices) > 2000:  # 100,000 hosts: at most 200 names that share the longest prefix (>= 3) with it
+        for end in range(len(name), 2, -1):
+            low = bisect.bisect_left(choices, name[:end])
+            high = bisect.bisect_left(choices, name[:end] + "\U0010ffff")
+            if high > low:
+                choices = choices[low:min(high, low + 200)]
+                break
+        else:
+            choices = []
     found = difflib.get_close_matches(name, choices, n=1, cutoff=0.6) or \
         sorted((o for o in choices if len(o) >= 3 and o in name), key=len, reverse=True)[:1]
     return f"did you mean {found[0]!r}? " if found else ""
@@ -208,8 +219,10 @@ def check_addresses(ctx: WarningContext) -> Iterator[SpecWarning]:
         return
     fabrics = {f.get("name"): f for _i, f in _items(_mapping(ctx.spec).get("fabrics")) if isinstance(f, Mapping)}
     names = {n for n in fabrics if isinstance(n, str)}
-    for host in sorted(ctx.hosts):
-        addresses = _mapping(ctx.hosts[host][1]).get("datapath_addresses")
+    for host, (_groups, variables) in ctx.hosts.items():
+        addresses = variables.get("datapath_addresses") if isinstance(variables, Mapping) else None
+        if not addresses:
+            continue
         for fabric, address in _mapping(addresses).items():
             path = f"datapath_addresses[{fabric!r}]".replace("'", '"')
             if fabric not in fabrics:
