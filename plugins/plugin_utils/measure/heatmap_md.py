@@ -63,14 +63,14 @@ def heatmap_markdown(fabric: str, hosts: Sequence[str], pairs: Sequence[Mapping[
     for client in members:
         row = []
         for server in members:
-            p = cells.get((client, server))
-            if p is None:
+            cell = cells.get((client, server))
+            if cell is None:
                 row.append(EMPTY)
-            elif not p.get("ok"):
+            elif not cell.get("ok"):
                 row.append(ERROR)
             else:
-                rate = p.get("gbit_per_s") or 0.0
+                rate = cell.get("gbit_per_s") or 0.0
                 mark = square(rate / reference) if reference else BANDS[0][1]
-                row.append(f"{mark} {_fmt(rate)}" + (f" {FAILING}" if p.get("status") == "fail" else ""))
+                row.append(f"{mark} {_fmt(rate)}" + (f" {FAILING}" if cell.get("status") == "fail" else ""))
         out.append(f"| `{_name(client)}` | " + " | ".join(row) + " |")
     return out
