@@ -179,13 +179,12 @@ def check_inventory(data: Any, hosts: Mapping[str, tuple[Sequence[str], Mapping[
     if part is None or part.model is None or not isinstance(plain, dict):
         why = "not checked: the spec has errors that leave nothing to plan"
         return InventoryCheck(errors, {host: why for host in hosts})
-    return _check_partial(errors, plain, part, hosts)
+    return _check_partial(errors, plain, part, part.model, hosts)
 
 
-def _check_partial(errors: list[SpecError], doc: dict[str, Any], part: Partial,
+def _check_partial(errors: list[SpecError], doc: dict[str, Any], part: Partial, model: DatapathSpec,
                    hosts: Mapping[str, tuple[Sequence[str], Mapping[str, Any]]]) -> InventoryCheck:
-    assert part.model is not None
-    plan = Planner(part.model)
+    plan = Planner(model)
     broken = sorted(part.broken, key=repr)
     everyone = next((p for p in broken if p and p[0] not in _NODE_INDEPENDENT), None)
     out = list(errors)
