@@ -162,3 +162,59 @@ def test_node_plan_docs_name_every_part_of_todays_plan() -> None:
     text = " ".join(description) if isinstance(description, list) else description
     listed = set(re.findall(r"\b([a-z_]+)(?=[,(]| \()", text.split("keys", 1)[1]))
     assert listed == set(example_plan()), (listed ^ set(example_plan()))
+
+
+def yaml_errors(path: Path) -> list[str]:
+    """Every documentation block of a module or doc fragment that ``yaml.safe_load`` refuses.
+
+    A colon followed by a space inside a plain (unquoted) scalar, e.g. ``- ... that MTU: the kernel
+    ...`` in an option's description, makes YAML read a mapping and fail; ansible-doc and
+    ansible-test sanity then fail too, but only in their slow runs. This finds it in the unit tests.
+    Modules: DOCUMENTATION, EXAMPLES and RETURN; doc fragments: every upper-case attribute of the
+    ModuleDocFragment class (DOCUMENTATION and each named fragment such as LOCK).
+    """
+    tree = ast.parse(path.read_text())
+    body: list[ast.stmt] = list(tree.body)
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "ModuleDocFragment":
+            body.extend(node.body)
+    errors = []
+    for node in body:
+        if not (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name not in ("DOCUMENTATION", "EXAMPLES", "RETURN") and not (node not in tree.body and name.isupper()):
+            continue
+        text = ast.literal_eval(node.value)
+        try:
+            yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            errors.append(f"{path.name} {name}: {exc}")
+    return errors
+
+
+DOC_FRAGMENTS = sorted((REPO / "plugins" / "doc_fragments").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", [*MODULES, *DOC_FRAGMENTS], ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_documentation_examples_and_return_parse_as_yaml(path: Path) -> None:
+    assert not yaml_errors(path)
+
+
+@pytest.mark.parametrize("path", FILTER_DOCS, ids=lambda p: p.name)
+def test_filter_docs_parse_as_yaml(path: Path) -> None:
+    doc = yaml.safe_load(path.read_text())
+    assert isinstance(doc, dict) and {"DOCUMENTATION", "EXAMPLES", "RETURN"} <= set(doc), path.name
+    if isinstance(doc["EXAMPLES"], str):
+        yaml.safe_load(doc["EXAMPLES"])
+
+
+def test_a_colon_space_in_a_plain_scalar_is_caught(tmp_path: Path) -> None:
+    # the failure that broke main's CI (plugins/modules/link_mtu.py, an option description)
+    broken = tmp_path / "broken.py"
+    broken.write_text('DOCUMENTATION = r"""\nmodule: broken\noptions:\n  mtu:\n    description:\n'
+                      '      - A bond member follows its bond, so it keeps\n        that MTU: the kernel refuses another.\n'
+                      '    type: int\n"""\n'
+                      'RETURN = r"""\n{}\n"""\n')
+    errors = yaml_errors(broken)
+    assert len(errors) == 1 and errors[0].startswith("broken.py DOCUMENTATION: mapping values are not allowed")
