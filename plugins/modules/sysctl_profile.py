@@ -100,7 +100,7 @@ seealso:
 EXAMPLES = r"""
 - name: Apply the node plan's sysctl profile
   aiinfra.datapath.sysctl_profile:
-    keys: "{{ datapath_plan.sysctl_profile.keys }}"
+    keys: "{{ datapath_plan.sysctl_profile['keys'] }}"
     file: "{{ datapath_plan.sysctl_profile.file }}"
 
 - name: Raise socket buffers, never lower them

@@ -64,6 +64,9 @@ def _walk(plan: Any, ref: str) -> str | None:
     node, seen = plan, "datapath_plan"
     for name, key in re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[['\"]([^'\"]+)['\"]\]", ref):
         part = name or key
+        if isinstance(node, dict) and name and hasattr(dict, name) and name in node:
+            # Jinja's `.keys` is the dict method, not the key; the plan part needs ['keys']
+            return f"{seen}.{part} (the dict method; write {seen}['{part}'])"
         if isinstance(node, dict) and part in node:
             node, seen = node[part], f"{seen}.{part}"
             continue
@@ -213,7 +216,8 @@ def test_a_colon_space_in_a_plain_scalar_is_caught(tmp_path: Path) -> None:
     # the failure that broke main's CI (plugins/modules/link_mtu.py, an option description)
     broken = tmp_path / "broken.py"
     broken.write_text('DOCUMENTATION = r"""\nmodule: broken\noptions:\n  mtu:\n    description:\n'
-                      '      - A bond member follows its bond, so it keeps\n        that MTU: the kernel refuses another.\n'
+                      '      - A bond member follows its bond, so it keeps\n'
+                      '        that MTU: the kernel refuses another.\n'
                       '    type: int\n"""\n'
                       'RETURN = r"""\n{}\n"""\n')
     errors = yaml_errors(broken)
