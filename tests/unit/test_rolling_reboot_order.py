@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 
 PLAYBOOK = Path(__file__).resolve().parents[2] / "playbooks" / "rolling_reboot.yml"
 NODES = ["node1", "node2", "node3", "node4", "node5"]
@@ -19,6 +21,8 @@ ARRIVED = ["node4", "node1", "node3", "node2"]  # group_by's results, in the ord
 
 def reboot_order(tmp_path: Path, extra_vars: dict[str, str]) -> list[str]:
     """The hosts of the play that reboots, in the order its batches take them."""
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader()  # as ansible-playbook does at start: the collection's filters are found
     inventory_file = tmp_path / "hosts.ini"
     inventory_file.write_text("[gpu_nodes]\n" + "\n".join(NODES) + "\n")
     loader = DataLoader()
@@ -29,14 +33,18 @@ def reboot_order(tmp_path: Path, extra_vars: dict[str, str]) -> list[str]:
     for host in ARRIVED:
         inventory.add_host(host, group="datapath_reboot_needed")
     inventory.clear_pattern_cache()
-    pattern = Templar(loader, variables=extra_vars).template(play["hosts"])
+    groups = {"all": NODES, "gpu_nodes": NODES, "datapath_reboot_needed": ARRIVED}
+    host_vars = dict(extra_vars, datapath={"version": 1, "profiles": [{"name": "gpu_nodes"}]})
+    variables = dict(extra_vars, groups=groups, hostvars={host: host_vars for host in NODES})
+    pattern = Templar(loader, variables=variables).template(play["hosts"])
     return [host.name for host in inventory.get_hosts(pattern)]
 
 
 @pytest.mark.parametrize(("extra_vars", "expected"), [
     ({}, ["node1", "node2", "node3", "node4"]),  # inventory order; node5 needs no reboot
-    ({"datapath_reboot_hosts": "node3,node4,node1,node5"}, ["node3", "node4", "node1"]),
-    ({"datapath_reboot_hosts": "gpu_nodes:!node2"}, ["node1", "node3", "node4"]),
+    ({"datapath_hosts": "node3,node4,node1,node5"}, ["node3", "node4", "node1"]),
+    ({"datapath_hosts": "gpu_nodes:!node2"}, ["node1", "node3", "node4"]),
+    ({"datapath_reboot_hosts": "node3,node4,node1,node5"}, ["node3", "node4", "node1"]),  # deprecated name
 ])
 def test_batches_follow_the_hosts_order(tmp_path: Path, extra_vars: dict[str, str], expected: list[str]) -> None:
     assert reboot_order(tmp_path, extra_vars) == expected
