@@ -43,11 +43,17 @@ class Selection:
     """Groups the spec's profiles or models name that this inventory does not have."""
     deprecated: str | None = None
     """The deprecation message when an old selector was used."""
+    spec_defined: bool = True
+    """Whether the inventory defines the cluster spec ``datapath`` at all."""
 
     def empty_message(self) -> str:
         """Why no host matched, and the one variable to set."""
         groups = ", ".join(self.patterns) or "nothing"
         if self.source == "spec":
+            if not self.spec_defined:
+                return (f"the cluster spec `datapath` is not defined for this inventory, so no host is planned: "
+                        f"define it (usually inventories/<env>/group_vars/all/datapath.yml), or set "
+                        f"{SELECTOR} to the hosts to run on (a group or host pattern, e.g. -e {SELECTOR}=gpu)")
             if self.missing:
                 return (f"the cluster spec plans no host of this inventory: its profiles and models name "
                         f"the group(s) {', '.join(self.missing)}, which this inventory does not have. Name "
@@ -148,7 +154,7 @@ def select(lookup: Callable[[str], Any], groups: Mapping[str, Sequence[str]], ol
     else:
         why = (f"every host the spec plans ({', '.join(patterns) or 'none'}; set {SELECTOR} to choose)"
                + (f"; not in this inventory: {', '.join(missing)}" if missing else ""))
-    return Selection(patterns, "spec", why, missing)
+    return Selection(patterns, "spec", why, missing, spec_defined=spec is not None)
 
 
 def spec_host(groups: Mapping[str, Sequence[str]], has: Callable[[str], bool], limit: int = 256) -> str | None:

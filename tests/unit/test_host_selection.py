@@ -75,6 +75,8 @@ def test_nothing_selected_names_the_variable_and_the_missing_groups() -> None:
     assert sel.patterns == [] and sel.missing == ["gpu_nodes"]
     message = sel.empty_message()
     assert "gpu_nodes" in message and "datapath_hosts" in message and "groups: [all]" in message
+    undefined = select(_lookup({}), GROUPS).empty_message()
+    assert undefined.startswith("the cluster spec `datapath` is not defined for this inventory")
     given = select(_lookup({"datapath_hosts": "nosuchgroup"}), GROUPS).empty_message()
     assert given.startswith("datapath_hosts (nosuchgroup) matches no host") and "-e datapath_hosts=" in given
 
