@@ -20,6 +20,8 @@ APT_PACKAGES=(
   # TuneD's own profile loader, merger and tuned-adm read the profile tuned_profile writes
   # (tests/interop/test_sys_tuned.py); a tool here, never the host's tuning daemon
   tuned
+  # ansible-test sanity's shellcheck test checks the collection's shell scripts (skipped without it)
+  shellcheck
 )
 
 missing=()

@@ -24,9 +24,9 @@ stage ruff        "$BIN/ruff" check .
 stage pep8        ./scripts/pep8.sh
 stage mypy        "$BIN/mypy" lab/datapath_lab plugins/plugin_utils plugins/filter plugins/action
 stage ansible-lint "$BIN/ansible-lint" --offline --profile production -q
-stage unit        "$BIN/pytest" -q -m "not lab" tests/unit
+stage unit        "$BIN/pytest" -q -n 2 -m "not lab" tests/unit
 stage interop     "$BIN/pytest" -q tests/interop
-stage integration "$BIN/pytest" -q -m "lab and not slow" tests/integration tests/unit
+stage integration "$BIN/pytest" -q --durations=20 -m "lab and not slow" tests/integration tests/unit
 stage molecule    ./scripts/molecule.sh
 stage sanity      ./scripts/sanity.sh
 stage build       ./scripts/build-check.sh

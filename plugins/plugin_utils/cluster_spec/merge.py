@@ -96,8 +96,11 @@ def base_effective(spec: DatapathSpec) -> Effective:
 
 
 def matching_profiles(spec: DatapathSpec, host: str, groups: Sequence[str]) -> list[int]:
-    """Indexes of the profiles that apply to ``host`` (member of ``groups``), in spec order."""
-    member = set(groups)
+    """Indexes of the profiles that apply to ``host`` (member of ``groups``), in spec order.
+
+    Every host is a member of ``all`` (Ansible's ``group_names`` never lists it): a profile named
+    ``all``, or with ``groups: [all]``, applies to every host."""
+    member = set(groups) | {"all"}
     out = []
     for index, prof in enumerate(spec.profiles):
         wanted = prof.groups if prof.groups is not None else [prof.name]
@@ -108,8 +111,8 @@ def matching_profiles(spec: DatapathSpec, host: str, groups: Sequence[str]) -> l
 
 def matching_models(spec: DatapathSpec, host: str, groups: Sequence[str]) -> list[int]:
     """Indexes of the models that name ``host`` or one of its ``groups`` (models naming neither
-    groups nor hosts go to every host with storage and are not listed here)."""
-    member = set(groups)
+    groups nor hosts go to every host with storage and are not listed here); ``all`` names every host."""
+    member = set(groups) | {"all"}
     return [index for index, model in enumerate(spec.models)
             if host in model.hosts or member.intersection(model.groups)]
 

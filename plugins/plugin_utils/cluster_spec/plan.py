@@ -172,7 +172,7 @@ def model_issues(spec: DatapathSpec, eff: Effective, host: str, groups: Sequence
             where: tuple[Any, ...] = ("models", index, "hosts", position)
             why = "it is listed in hosts"
         else:
-            group = next(g for g in model.groups if g in groups)
+            group = next(g for g in model.groups if g in groups or g == "all")
             where, why = ("models", index, "groups", model.groups.index(group)), f"it is in group {group}"
         out.append(SpecError(join_path(where), f"the host must hold model {model.name}@{model.version} ({why}) "
                              "but has no storage section",
@@ -296,7 +296,7 @@ class Planner:
         key = tuple(groups)
         found = self._by_groups.get(key)
         if found is None:
-            member = set(groups)
+            member = set(groups) | {"all"}  # every host is in all (group_names never lists it)
             found = (tuple(index for index, prof in enumerate(self.spec.profiles)
                            if member.intersection(prof.groups if prof.groups is not None else [prof.name])),
                      tuple(index for index, model in enumerate(self.spec.models) if member.intersection(model.groups)))

@@ -51,7 +51,9 @@ INVENTORY = "[gpu_nodes]\ngpu-01 ansible_connection=local\ngpu-02 ansible_connec
 @pytest.mark.slow
 def test_k8s_manifests_playbook_renders_one_file_per_object(tmp_path: Path) -> None:
     out = tmp_path / "k8s"
+    # no spec (the plan is given): the hosts are named, as the playbook's first play asks
     extra = {"k8s_manifests_label_nodes": False, "datapath_plan": PLAN, "k8s_manifests_pv_capacity": "900Gi",
+             "datapath_hosts": "gpu_nodes",
              "k8s_manifests_dir": str(out),
              "k8s_manifests_kinds": ["storageclass", "pv", "configmap"]}
     _run(tmp_path, REPO / "playbooks" / "k8s_manifests.yml", INVENTORY, extra)
