@@ -31,11 +31,13 @@ def nic_config_part(spec: DatapathSpec, eff: Effective) -> dict[str, Any]:
         roce = None
         if entry.roce_fabric is not None:
             roce = roce_values(fabrics[entry.roce_fabric].roce or Roce(), entry.roce_fabric)
-        configs.append({
+        config = {
             "psid": entry.psid, "part_number": entry.part_number, "driver": entry.driver,
             "link_type": entry.link_type,
-            "sriov": entry.sriov.model_dump(mode="json") if entry.sriov is not None else None,
+            "sriov": entry.sriov.model_dump(mode="json", exclude_none=True) if entry.sriov is not None else None,
             "ats": entry.ats, "max_read_request": entry.max_read_request, "roce": roce,
             "raw": dict(sorted(entry.raw.items())), "firmware_reset": entry.firmware_reset,
-        })
+        }
+        # only what the entry sets: the module's argument spec checks choices of every key it is given
+        configs.append({key: value for key, value in config.items() if value is not None})
     return {"configs": configs}

@@ -330,3 +330,32 @@ def test_render_diff_of_the_actions_is_the_diff(tmp_path: Path) -> None:
 def test_max_read_request_encoding(size: int, bits: int) -> None:
     assert nc.mrrs_of(nc.with_mrrs(0x2030, size)) == size
     assert (nc.with_mrrs(0x2030, size) >> 12) & 7 == bits
+
+
+def test_the_plans_arguments_pass_the_modules_argument_spec_in_datapath_run(tmp_path: Path) -> None:
+    """What site.yml sends (the plan's nic_config part, through capability_args) is validated by
+    datapath_run against the module's own argument spec, then planned on the device."""
+    from ansible_collections.aiinfra.datapath.plugins.module_utils import _batch
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import node_plan
+
+    spec = {"version": 1, "fabrics": [
+        {"name": "mgmt", "purpose": "management", "kind": "ethernet", "mtu": 1500, "subnets": ["192.0.2.0/24"]},
+        {"name": "rail0", "purpose": "rdma", "kind": "roce", "mtu": 9000, "subnets": ["10.100.0.0/20"]}],
+        "profiles": [{"name": "gpu", "nic_config": [
+            {"psid": PSID, "link_type": "eth", "sriov": {"enabled": True, "num_vfs": 8}, "roce_fabric": "rail0"},
+            {"driver": "mlx5_core", "raw": {"PCI_ATOMIC_MODE": "PCI_ATOMICS_ENABLED_EXT_ATOMICS_ENABLED"}}]}]}
+    plan = node_plan(spec, "h1", ["gpu"], {})
+    assert plan["nic_config"]["configs"][0] == {
+        "psid": PSID, "link_type": "eth", "sriov": {"enabled": True, "num_vfs": 8},
+        "roce": {"prio_mask": 8, "cnp_dscp": 48, "cnp_priority": 6, "fabric": "rail0"}, "raw": {},
+        "firmware_reset": False}
+    lab = Lab(tmp_path)
+    args = caps.capability_args("nic_config", plan, {"pci_dir": nvconfig.PCI_DIR}, {"inventory_hostname": "h1"})
+    args["root"] = str(lab.root)
+    result = _batch.run_call(lab.runner(), "nic_config", args, check_mode=True)
+    assert not result.get("failed"), result
+    assert states(result) == {**{p: "set" for p in SETS}, "CNP_DSCP_P1": "ok", "CNP_802P_PRIO_P1": "ok",
+                              "CNP_DSCP_P2": "ok", "CNP_802P_PRIO_P2": "ok"}
+    assert result["devices"][0]["config"] == 0  # the PSID entry is more specific than the driver one
+    assert caps.capability_args("nic_config", dict(plan, nic_config={"configs": []})) is None
