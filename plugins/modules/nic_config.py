@@ -17,8 +17,8 @@ description:
     device's entry of O(configs) (PSID, then part number, then driver) and queries every function with
     C(mlxconfig -d BDF -e query) (or C(mstconfig), mstflint's name of the same tool). Array parameters
     (C(Array[0..7])) are queried again per index where an entry names one (C(NAME[3])).
-  - The C(Default), C(Current) and C(Next Boot) columns are read column by column (C(*) marks, C(NAME(n))
-    values, bare numbers, C(N/A)); a parameter this device hides (C(MAX_ACC_OUT_READ) while
+  - The C(Default), C(Current) and C(Next Boot) columns are read column by column (C(*) marks, enum values with their
+    number such as V(ETH\(2\)), bare numbers, C(N/A)); a parameter this device hides (C(MAX_ACC_OUT_READ) while
     C(ADVANCED_PCI_SETTINGS) is off) or does not expose is reported in RV(unsupported), never guessed.
   - Per parameter, the desired value already C(Current) is left alone; in C(Next Boot) only, a reboot is
     pending; in neither, it is set with one C(mlxconfig -y set) per device (and read back), and a reboot
@@ -32,7 +32,7 @@ description:
     warm reboot does not apply (nic-configuration-operator's C(FW_RESET_AFTER_CONFIG_UPDATE)); never on a
     device whose interface carries the Ansible connection.
   - O(configs[].max_read_request) sets the PCIe Max Read Request Size of each function in its config space
-    (as C(setpci) does). That is not a firmware setting: it takes effect at once, needs no reboot, and a
+    (as C(setpci) does). That is not a firmware setting - it takes effect at once, needs no reboot, and a
     reset or boot sets it back, so a run after a boot sets it again.
   - A node without such NICs, or whose NICs no entry names, has nothing to do (no tool needed).
 author:
