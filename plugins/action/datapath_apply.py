@@ -106,12 +106,22 @@ def summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                                 or (results.get("hugepages") or {}).get("reboot_required")
                                 or nvconfig.get("reboot_required")),
         "reboot_reasons": list(cmdline.get("missing") or []) + list(cmdline.get("still_present") or [])
-        + [f"nic_config {reason}" for reason in nvconfig.get("reboot_reasons") or []],
+        + nic_config_reasons(nvconfig),
         "unsupported": unsupported,
         "noncompliant_firmware": [row.get("interface") for row in firmware.get("compliance") or []
                                   if row.get("status") == "noncompliant"],
         "nic_config_not_applied": [row.get("pci") for row in nvconfig.get("not_applied") or []],
     }
+
+
+def nic_config_reasons(result: Mapping[str, Any]) -> list[str]:
+    """One reason per NIC whose firmware settings wait for a reboot: ``nic_config PCI (PARAM old -> new, ...)``."""
+    by_device: dict[str, list[str]] = {}
+    for row in result.get("pending") or []:
+        if isinstance(row, Mapping):
+            by_device.setdefault(str(row.get("pci")), []).append(
+                f"{row.get('param')} {row.get('current') or '?'} -> {row.get('next_boot')}")
+    return [f"nic_config {pci} ({', '.join(changes)})" for pci, changes in by_device.items()]
 
 
 # "{{ name }}" or "{{ name | default(none) }}": a variable that names another, nothing else

@@ -35,20 +35,15 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._capability impor
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._fs import atomic_write
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import IpLink, ssh_connection_addresses
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_intents import LINK_TYPES, split_index
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_params import (
-    LINK_TYPES,
     desired,
     matches,
     select,
     set_argument,
     text_of,
-    wanted_value,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_query import (
-    array_query,
-    parse_query,
-    split_index,
-)
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_query import array_query, parse_query
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
     DevlinkOutputError,
     parse_devlink_info,
@@ -391,6 +386,12 @@ class NicConfig(Capability):
             if to_set:
                 actions.extend(self._set_actions(tool, device, device["functions"][0], to_set))
                 item["sets"].append(device["functions"][0])
+                model = first["params"].get("INTERNAL_CPU_MODEL")
+                if model is not None and matches(model["values"].get("current"), {"name": "EMBEDDED_CPU",
+                                                                                  "number": 1}):
+                    self.warn("%s is a %s in DPU mode (INTERNAL_CPU_MODEL EMBEDDED_CPU(1)): most NV changes take "
+                              "a power cycle; after a warm reboot they show as nvconfig-not-applied-after-reboot"
+                              % (device["pci"], device.get("device_type") or "BlueField"))
             # a sibling function whose own Next Boot differs from the first's for a parameter set or pending
             for bdf in device["functions"][1:]:
                 other = device["queries"][bdf]["params"]
@@ -464,7 +465,7 @@ class NicConfig(Capability):
                 continue
             row["current"] = mrrs_of(value)
             if row["current"] != size:
-                actions.append(Action("pcie", "MaxReadReq", "%s: PCIe Max Read Request %d -> %d bytes (at run time; "
+                actions.append(Action("pcie", "MaxReadReq", "%s: PCIe Max Read Request %s -> %s bytes (at run time; "
                                       "a reset or boot sets it again)" % (bdf, row["current"], size),
                                       before=row["current"], after=size, diff="%s PCIe" % bdf, pci=bdf,
                                       offset=offset, value=with_mrrs(value, size)))
@@ -642,11 +643,3 @@ def facts(root, runner, pci_dir=PCI_DEVICES, tool_choice="auto", arrays=(), stat
             entry["params"][name] = dict((column, column_text(row, column)) for column in first["columns"])
             entry["params"][name]["read_only"] = row.get("read_only", False)
     return out
-
-
-def wanted_for(config, params):
-    """The ``(param, wanted, intent)`` list and the unsupported ones (for callers beside the module)."""
-    return desired(config, params)
-
-
-__all__ = ["NicConfig", "discover", "group", "read_device", "Tool", "wanted_value", "FINDING"]

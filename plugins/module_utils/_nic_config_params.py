@@ -28,14 +28,12 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_intents import (  # noqa: F401
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_intents import (
     HIDDEN_BY,
-    INTENT_PARAMS,
     LINK_TYPES,
-    intent_of,
-    raw_clashes,
+    split_index,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_query import encodings, split_index
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_query import encodings
 
 PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?$")
 NAME_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]{1,64}$")

@@ -32,7 +32,6 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_intents import split_index  # noqa: F401
 
 HEADER_LABELS = (("Default", "default"), ("Current", "current"), ("Next Boot", "next_boot"), ("New", "new"))
 COLUMNS = ("default", "current", "next_boot")

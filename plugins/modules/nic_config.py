@@ -18,7 +18,7 @@ description:
     C(mlxconfig -d BDF -e query) (or C(mstconfig), mstflint's name of the same tool). Array parameters
     (C(Array[0..7])) are queried again per index where an entry names one (C(NAME[3])).
   - The C(Default), C(Current) and C(Next Boot) columns are read column by column (C(*) marks, enum values with their
-    number such as V(ETH\(2\)), bare numbers, C(N/A)); a parameter this device hides (C(MAX_ACC_OUT_READ) while
+    number such as V(ETH(2\)), bare numbers, C(N/A)); a parameter this device hides (C(MAX_ACC_OUT_READ) while
     C(ADVANCED_PCI_SETTINGS) is off) or does not expose is reported in RV(unsupported), never guessed.
   - Per parameter, the desired value already C(Current) is left alone; in C(Next Boot) only, a reboot is
     pending; in neither, it is set with one C(mlxconfig -y set) per device (and read back), and a reboot

@@ -109,7 +109,9 @@ def test_check_mode_then_site_then_one_reboot_each_healthy_applies_broken_is_nam
     for node in lab.nodes:
         summary = summaries[node]["ansible_facts"]["datapath_summary"]
         assert summary["reboot_required"] is True
-        assert f"nic_config {PF0} LINK_TYPE_P1: IB(1) -> ETH(2)" in summary["reboot_reasons"]
+        assert [r for r in summary["reboot_reasons"] if r.startswith("nic_config")] == [
+            f"nic_config {PF0} (LINK_TYPE_P1 IB(1) -> ETH(2), LINK_TYPE_P2 IB(1) -> ETH(2), SRIOV_EN False(0) -> "
+            "True(1), NUM_OF_VFS 0 -> 8, ROCE_CC_PRIO_MASK_P1 255 -> 8, ROCE_CC_PRIO_MASK_P2 255 -> 8)"]
     _pending, report = audit(lab, tmp_path / "pending")
     drifts = [f for f in report["findings"] if f["capability"] == "nic_config"]
     assert {f["check"] for f in drifts} == {"nvconfig-pending"} and all(f["severity"] == "info" for f in drifts)

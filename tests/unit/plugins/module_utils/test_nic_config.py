@@ -128,7 +128,7 @@ def test_check_mode_predicts_the_run_and_changes_nothing(tmp_path: Path) -> None
     done = lab.run(diff=True)
     assert done["actions"] == predicted["actions"]  # the same actions, in the same order
     assert done["reboot_required"] is True and done["reboot_reasons"] == predicted["reboot_reasons"]
-    sets = [c for c in lab.last_runner.changing_calls()]
+    sets = list(lab.last_runner.changing_calls())
     assert sets == [[MLX, "-d", PF0, "-y", "set", "LINK_TYPE_P1=2", "LINK_TYPE_P2=2", "SRIOV_EN=1", "NUM_OF_VFS=8",
                      "ROCE_CC_PRIO_MASK_P1=8", "ROCE_CC_PRIO_MASK_P2=8"]]  # one batched set for the device
     assert lab.param("LINK_TYPE_P1")["next"] == 2 and lab.param("LINK_TYPE_P1")["current"] == 1
@@ -166,7 +166,7 @@ def test_broken_firmware_one_reboot_then_the_finding_and_never_again(tmp_path: P
         lab.boot()
         result = lab.run()
         assert result["reboot_required"] is False and result["changed"] is False and result["actions"] == []
-        assert {s for s in states(result).values()} == {"not_applied", "ok"}
+        assert set(states(result).values()) == {"not_applied", "ok"}
         finding = result["findings"][0]
         assert finding["check"] == nc.FINDING and finding["pci"] == PF0 and finding["params"] == SETS
         assert result["not_applied"][0]["params"][0] == {"param": "LINK_TYPE_P1", "wanted": "ETH(2)",
@@ -359,3 +359,42 @@ def test_the_plans_arguments_pass_the_modules_argument_spec_in_datapath_run(tmp_
                               "CNP_DSCP_P2": "ok", "CNP_802P_PRIO_P2": "ok"}
     assert result["devices"][0]["config"] == 0  # the PSID entry is more specific than the driver one
     assert caps.capability_args("nic_config", dict(plan, nic_config={"configs": []})) is None
+
+
+def test_a_recorded_bluefield2_query_through_the_module(tmp_path: Path) -> None:
+    """The BlueField-2's recorded `mstconfig -e q` (tests/fixtures/nic_config/, mstflint issue 830) answers the
+    module's query on a device found in sysfs: a value held is left alone, one it does not hold is set with the
+    name the entry gives, and the DPU mode is named."""
+    fixture = (Path(__file__).resolve().parents[3] / "fixtures" / "nic_config" / "bluefield2-mbf2h512c-e-q.txt")
+    root = tmp_path / "node"
+    base = root / "sys/bus/pci/devices/0000:ca:00.0"
+    (base / "infiniband/mlx5_0").mkdir(parents=True)
+    for name, value in (("vendor", "0x15b3"), ("class", "0x020000"), ("device", "0xa2d6")):
+        (base / name).write_text(value + "\n")
+    (base / "infiniband/mlx5_0/board_id").write_text("MT_0000000765\n")
+    (root / "proc/sys/kernel/random").mkdir(parents=True)
+    (root / "proc/sys/kernel/random/boot_id").write_text("boot-1\n")
+    sets: list[list[str]] = []
+
+    def mstconfig(argv: list[str]):
+        if argv[:5] == ["/usr/bin/mstconfig", "-d", "0000:ca:00.0", "-e", "query"]:
+            return 0, fixture.read_text(), ""
+        if argv[:5] == ["/usr/bin/mstconfig", "-d", "0000:ca:00.0", "-y", "set"]:
+            sets.append(argv)
+            return 0, "", ""
+        return None
+
+    runner = FakeRunner([mstconfig], which={"mstconfig": "/usr/bin/mstconfig"})
+    config = {"psid": "MT_0000000765", "firmware_reset": False,
+              "raw": {"HOST_CHAINING_MODE": "DISABLED", "INTERNAL_CPU_MODEL": "SEPARATED_HOST"}}
+    for key in ("part_number", "driver", "link_type", "sriov", "ats", "max_read_request", "roce"):
+        config.setdefault(key, None)
+    params = {"configs": [config], "pci_dir": "/sys/bus/pci/devices", "tool": "auto", "state_file": nc.STATE_FILE,
+              "connection_address": None, "root": str(root)}
+    result = run(nc.NicConfig, params, Node(runner, str(root), True, True))
+    assert result["tool"] == "mstconfig" and result["devices"][0]["part_number"] == "MBF2H512C-AECO_Ax"
+    assert states(result) == {"HOST_CHAINING_MODE": "ok", "INTERNAL_CPU_MODEL": "set"}
+    assert result["actions"][1]["text"] == "run mstconfig -d 0000:ca:00.0 -y set INTERNAL_CPU_MODEL=SEPARATED_HOST"
+    assert result["diff"][0]["before"] == "INTERNAL_CPU_MODEL = EMBEDDED_CPU(1)\n"
+    assert any("in DPU mode" in w and "power cycle" in w for w in result["warnings"])
+    assert sets == []  # check mode

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ansible_collections.aiinfra.datapath.plugins.module_utils import _nic_config_intents as intents
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _nic_config_params as nvp
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _nic_config_query as q
 
@@ -118,9 +119,9 @@ def test_operator_connectx4_star_marks_and_the_array_requeried_per_index() -> No
         "_256KB", "DISABLED", 0)
     assert parsed["arrays"] == {"ESWITCH_HAIRPIN_DESCRIPTORS": [0, 7]}
     indexed = q.parse_query(text("operator-connectx4-e-q-array.txt"))
-    assert [n for n in indexed["order"]] == ["ESWITCH_HAIRPIN_DESCRIPTORS[%d]" % i for i in range(8)]
+    assert list(indexed["order"]) == ["ESWITCH_HAIRPIN_DESCRIPTORS[%d]" % i for i in range(8)]
     assert all(indexed["params"][n]["values"]["current"]["number"] == 128 for n in indexed["order"])
-    assert q.split_index("ESWITCH_HAIRPIN_DESCRIPTORS[3]") == ("ESWITCH_HAIRPIN_DESCRIPTORS", 3)
+    assert intents.split_index("ESWITCH_HAIRPIN_DESCRIPTORS[3]") == ("ESWITCH_HAIRPIN_DESCRIPTORS", 3)
 
 
 def test_operator_connectx9_columns_of_one_row_in_different_encodings() -> None:
@@ -173,7 +174,7 @@ def test_rows_that_do_not_fit_the_header_are_kept_not_guessed() -> None:
 
 
 def test_intents_and_raw_parameters_share_one_table() -> None:
-    assert nvp.intent_of("LINK_TYPE_P2") == "link_type" and nvp.intent_of("CNP_DSCP_P1") == "roce"
-    assert nvp.intent_of("NUM_OF_VFS") == "sriov" and nvp.intent_of("PCI_ATOMIC_MODE") is None
-    assert nvp.raw_clashes({"SRIOV_EN": 1, "PCI_ATOMIC_MODE": 4}, {"sriov"}) == [("SRIOV_EN", "sriov")]
-    assert nvp.raw_clashes({"SRIOV_EN": 1}, {"ats"}) == []
+    assert intents.intent_of("LINK_TYPE_P2") == "link_type" and intents.intent_of("CNP_DSCP_P1") == "roce"
+    assert intents.intent_of("NUM_OF_VFS") == "sriov" and intents.intent_of("PCI_ATOMIC_MODE") is None
+    assert intents.raw_clashes({"SRIOV_EN": 1, "PCI_ATOMIC_MODE": 4}, {"sriov"}) == [("SRIOV_EN", "sriov")]
+    assert intents.raw_clashes({"SRIOV_EN": 1}, {"ats"}) == []
