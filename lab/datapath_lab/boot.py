@@ -35,7 +35,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from . import impair
+from . import impair, nvconfig
 
 if TYPE_CHECKING:
     from .core import Lab
@@ -309,6 +309,10 @@ def reboot(lab: Lab, node: str) -> dict[str, Any]:
     boot_id = str(uuid.uuid4())
     lab.bind_boot_id(node, boot_id)
     step("boot_id", boot_id)
+    # the NICs' firmware loads its NV configuration (datapath-lab nic-firmware; lab/datapath_lab/nvconfig.py)
+    nic_firmware = nvconfig.on_boot(lab, node, state)
+    if nic_firmware:
+        step("nic-firmware", nic_firmware)
 
     # 5. the boot path, inside the node
     tmpfiles = _in_node(lab, node, ["systemd-tmpfiles", "--create", "--remove", "--boot", "--exclude-prefix=/dev",

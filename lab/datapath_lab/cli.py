@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from . import impair
+from . import impair, nvconfig
 from .core import DEFAULT_FABRICS, SERVER_PORT, Lab, LabConfig, LabError
 
 
@@ -69,6 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     rb.add_argument("nodes", nargs="*", metavar="NODE", help="nodes to reboot (default: every node)")
     rb.add_argument("--json", action="store_true", help="print each boot's report as JSON")
     sub.add_parser("agent", help="(internal) the lab's reboot agent; `up` starts it, `down` stops it")
+    nic = sub.add_parser(
+        "nic-firmware", help="give a node a (fake) ConnectX-7 whose NV configuration mlxconfig sets",
+        description="Install the lab's mlxconfig/mlxfwreset and one dual-port ConnectX-7 (PCI functions "
+                    "0000:3b:00.0 and .1) in the node's overlay, never on the host: set writes Next Boot, the "
+                    "lab's reboot copies Next Boot to Current - or, with --broken, does not. The inventory "
+                    "names the device directory (nic_config_pci_dir) and the lab's spec gains a nic_config "
+                    "entry (docs/lab.md).")
+    nic.add_argument("node")
+    mode = nic.add_mutually_exclusive_group()
+    mode.add_argument("--broken", action="store_true", help="the firmware does not apply Next Boot at a reboot")
+    mode.add_argument("--healthy", action="store_true", help="the firmware applies Next Boot at a reboot (default)")
+    mode.add_argument("--remove", action="store_true", help="take the NIC and the tools off the node again")
+    nic.add_argument("--json", action="store_true", help="print the device's parameters as JSON")
 
     sub.add_parser("down", help="remove every namespace, process, mount and loop device of the lab")
     st = sub.add_parser("status", help="show the lab; exit 0 healthy, 1 degraded, 3 not up")
@@ -165,6 +178,25 @@ def _reboot(lab: Lab, args: argparse.Namespace) -> int:
     return 0
 
 
+def _nic_firmware(lab: Lab, args: argparse.Namespace) -> int:
+    if args.remove:
+        done = nvconfig.remove(lab, args.node)
+        print(f"{lab.name}: {args.node} " + ("has no lab NIC any more" if done else "had no lab NIC"))
+        return 0
+    shown = nvconfig.enable(lab, args.node, "broken" if args.broken else "healthy")
+    if args.json:
+        print(json.dumps(shown, indent=2, sort_keys=True))
+        return 0
+    for device in shown["devices"]:
+        print(f"{lab.name}: {args.node} {device['slot']} ({', '.join(device['functions'])}) {device['part_number']} "
+              f"PSID {device['psid']}, firmware {device['firmware']}; PCI functions listed in {shown['pci_dir']}")
+        for name, values in device["params"].items():
+            mark = "*" if values["current"] != values["next"] else " "
+            print(f"  {mark} {name:32} default {values['default']!s:12} current {values['current']!s:12} "
+                  f"next boot {values['next']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     lab = Lab(args.name)
@@ -242,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             return _reboot(lab, args)
         if args.command == "agent":
             return lab.agent()
+        if args.command == "nic-firmware":
+            return _nic_firmware(lab, args)
         if args.command == "set-port-mtu":
             lab.set_port_mtu(args.node, args.fabric, args.mtu)
             print(f"{lab.name}: switch port of {args.node} on {args.fabric} now MTU {args.mtu}")

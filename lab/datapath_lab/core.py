@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import boot, impair
+from . import boot, impair, nvconfig
 from .spec import lab_spec
 from .spec import render as render_spec
 
@@ -868,6 +868,7 @@ class Lab:
                 "datapath_lab_nvme": info["nvme"],
                 "datapath_lab_nvme_bytes": info["nvme_bytes"],
                 "datapath_lab_interfaces": info["interfaces"],
+                **nvconfig.host_vars(info),
             }
         names = list(state["nodes"])
         half = (len(names) + 1) // 2

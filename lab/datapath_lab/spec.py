@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import nvconfig
+
 HEADER = """\
 # Written by datapath-lab for lab {name!r}; regenerated on every `up`. Do not edit here:
 # change lab/datapath_lab/spec.py. Reference: docs/spec.md; validate with
@@ -77,21 +79,25 @@ def lab_spec(state: dict[str, Any]) -> dict[str, Any]:
         "storage": {"test_file_size": "64MiB"},
         "gates": {"fabrics": {f["name"]: {"min_gbit_s": 0.5} for f in state["fabrics"][1:]}, "outlier_ratio": 0.1},
     }
+    profile: dict[str, Any] = {
+        "name": "gpu_nodes",
+        "sysctl": sysctl,
+        "hugepages": {"pages": [{"size": "2M", "count": 64}]},
+        "thp": {"enabled": "madvise", "defrag": "madvise"},
+        "kernel_args": ["iommu=pt"],
+        "interfaces": interfaces,
+        "firmware": [{"driver": "mlx5_core", "min_version": "28.39.3560"}],
+        "k8s": {"labels": {"aiinfra.io/lab": "true"}},
+    }
+    nic_config = nvconfig.spec_entries(state)  # when a node has the lab's NIC (datapath-lab nic-firmware)
+    if nic_config:
+        profile["nic_config"] = nic_config
     return {
         "datapath": {
             "version": 1,
             "builtin_profile": "ai-gpu-node",
             "fabrics": fabrics,
-            "profiles": [{
-                "name": "gpu_nodes",
-                "sysctl": sysctl,
-                "hugepages": {"pages": [{"size": "2M", "count": 64}]},
-                "thp": {"enabled": "madvise", "defrag": "madvise"},
-                "kernel_args": ["iommu=pt"],
-                "interfaces": interfaces,
-                "firmware": [{"driver": "mlx5_core", "min_version": "28.39.3560"}],
-                "k8s": {"labels": {"aiinfra.io/lab": "true"}},
-            }],
+            "profiles": [profile],
             "hosts": hosts,
             "measure": measure,
         }

@@ -26,7 +26,7 @@ from ansible.executor.module_common import modify_module
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware_violations
+from ansible_collections.aiinfra.datapath.plugins.filter.network import firmware_violations, nic_config_violations
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, memory_facts
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import capabilities as caps
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils import payload_cache, plan_cache
@@ -100,16 +100,32 @@ def summary(results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         unsupported.append("kernel_cmdline: no boot loader found; not persisted: " + " ".join(cmdline["missing"]))
     unsupported += [f"nic_firmware {row.get('interface')}: {row.get('reason')}"
                     for row in firmware.get("compliance") or [] if row.get("status") == "unknown"]
+    nvconfig = results.get("nic_config") or {}
+    unsupported += [f"nic_config {row.get('pci')} {row.get('param')}: {row.get('reason')}"
+                    for row in nvconfig.get("unsupported") or []]
     return {
         "changed": [name for name, r in results.items() if isinstance(r, Mapping) and r.get("changed")],
         "failed": [name for name, r in results.items() if isinstance(r, Mapping) and r.get("failed")],
         "reboot_required": bool(cmdline.get("reboot_required")
-                                or (results.get("hugepages") or {}).get("reboot_required")),
-        "reboot_reasons": list(cmdline.get("missing") or []) + list(cmdline.get("still_present") or []),
+                                or (results.get("hugepages") or {}).get("reboot_required")
+                                or nvconfig.get("reboot_required")),
+        "reboot_reasons": list(cmdline.get("missing") or []) + list(cmdline.get("still_present") or [])
+        + nic_config_reasons(nvconfig),
         "unsupported": unsupported,
         "noncompliant_firmware": [row.get("interface") for row in firmware.get("compliance") or []
                                   if row.get("status") == "noncompliant"],
+        "nic_config_not_applied": [row.get("pci") for row in nvconfig.get("not_applied") or []],
     }
+
+
+def nic_config_reasons(result: Mapping[str, Any]) -> list[str]:
+    """One reason per NIC whose firmware settings wait for a reboot: ``nic_config PCI (PARAM old -> new, ...)``."""
+    by_device: dict[str, list[str]] = {}
+    for row in result.get("pending") or []:
+        if isinstance(row, Mapping):
+            by_device.setdefault(str(row.get("pci")), []).append(
+                f"{row.get('param')} {row.get('current') or '?'} -> {row.get('next_boot')}")
+    return [f"nic_config {pci} ({', '.join(changes)})" for pci, changes in by_device.items()]
 
 
 # "{{ name }}" or "{{ name | default(none) }}": a variable that names another, nothing else
@@ -333,6 +349,10 @@ class ActionModule(ActionBase):
         if results["nic_firmware"].get("compliance") is not None and _bool(firmware["fail"]):
             violations = firmware_violations({host: {"datapath_plan": plan, "r": results["nic_firmware"]}}, [host],
                                              "r", _bool(firmware["fail_on_unknown"]), firmware["policies"])
+        # the nic_config gate: values still not Current after the reboot they were set for (fails once, for all)
+        nvconfig_violations: list[dict[str, Any]] = []
+        if results["nic_config"].get("not_applied") and _bool(settings["nic_config"]["fail_not_applied"]):
+            nvconfig_violations = nic_config_violations({host: {"r": results["nic_config"]}}, [host], "r")
         changed = any(bool(r.get("changed")) for r in results.values() if isinstance(r, Mapping))
         if failed_capability == "kubelet_restart":
             metrics_written = False  # the node wrote a success its kubelet restart then undid
@@ -344,6 +364,7 @@ class ActionModule(ActionBase):
             seconds=timings,
             phases=phases,
             firmware_violations=violations,
+            nic_config_violations=nvconfig_violations,
             ansible_facts={"datapath_facts": gathered, "datapath_plan": plan, "datapath_summary": summary(results)},
         )
         if diffs:

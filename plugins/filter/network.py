@@ -179,10 +179,30 @@ def firmware_violations(hostvars: Any, hosts: Any, result_var: str = "nic_firmwa
     return found
 
 
+def nic_config_violations(hostvars: Any, hosts: Any, result_var: str = "nic_config_result") -> list[dict[str, Any]]:
+    """Every NIC of every host whose firmware settings did not take effect after the reboot they were set
+    for (nic_config's ``not_applied``): the ``nvconfig-not-applied-after-reboot`` gate, listed once."""
+    found: list[dict[str, Any]] = []
+    for host in [str(h) for h in (hosts or [])]:
+        result = _get(_host(hostvars, host), result_var)
+        if not isinstance(result, Mapping):
+            continue
+        for row in result.get("not_applied") or []:
+            if not isinstance(row, Mapping):
+                continue
+            params = [p.get("param") for p in row.get("params") or [] if isinstance(p, Mapping)]
+            found.append({"host": host, "pci": row.get("pci"), "psid": row.get("psid"),
+                          "part_number": row.get("part_number"), "params": params,
+                          "check": "nvconfig-not-applied-after-reboot",
+                          "text": "%s %s" % (host, row.get("text") or ", ".join(str(p) for p in params))})
+    return found
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "path_targets": path_targets,
             "path_report": path_report,
             "firmware_violations": firmware_violations,
+            "nic_config_violations": nic_config_violations,
         }

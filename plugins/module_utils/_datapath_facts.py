@@ -34,6 +34,9 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import
     size_label,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._iplink import SYS_NET, sysfs_device
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config import PCI_DEVICES as NIC_PCI_DEVICES
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config import STATE_FILE as NIC_STATE_FILE
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config import facts as nic_config_facts
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import collect as collect_firmware
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import (
     DevlinkOutputError,
@@ -48,7 +51,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
-            "storage", "nfd", "topology", "last_run")
+            "storage", "nfd", "topology", "last_run", "nic_config")
 LAST_RUN_FILE = "/var/lib/aiinfra-datapath/last-run.json"  # written by playbooks/local.yml (pull mode)
 LAST_RUN_KEYS = ("node", "result", "error", "finished", "revision", "check_mode", "reboot_required")
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -127,6 +130,10 @@ class DatapathFacts(Capability):
             storage_devices=dict(type="list", elements="str", default=[]),
             mount_paths=dict(type="list", elements="str", default=[]),
             last_run_file=dict(type="path", default=LAST_RUN_FILE),
+            nic_config_pci_dir=dict(type="path", default=NIC_PCI_DEVICES),
+            nic_config_tool=dict(type="str", choices=["auto", "mlxconfig", "mstconfig"], default="auto"),
+            nic_config_arrays=dict(type="list", elements="str", default=[]),
+            nic_config_state_file=dict(type="path", default=NIC_STATE_FILE),
         )
 
     def __init__(self, params, node):
@@ -402,6 +409,17 @@ class DatapathFacts(Capability):
         self.notes.extend("topology: %s" % note for note in state["notes"])
         return state["topology"]
 
+    def nic_config(self):
+        """The NV configuration of the node's NVIDIA/Mellanox NICs (Default, Current, Next Boot per
+        parameter), the boot id and nic_config's record: what the audit compares with the plan."""
+        section = nic_config_facts(self.host, self.runner, self.params.get("nic_config_pci_dir") or NIC_PCI_DEVICES,
+                                   self.params.get("nic_config_tool") or "auto",
+                                   self.params.get("nic_config_arrays") or [],
+                                   self.params.get("nic_config_state_file") or NIC_STATE_FILE)
+        if section.get("reason"):
+            self.notes.append("nic_config: %s" % section["reason"])
+        return section
+
     def last_run(self):
         """The node's own last pull run (last-run.json of playbooks/local.yml): when it last
         converged, at which revision, with which result; ``{"present": false}`` on a pushed node."""
@@ -441,6 +459,7 @@ class DatapathFacts(Capability):
         facts["nfd"] = self._section("nfd", self.nfd)
         facts["topology"] = self._section("topology", self.topology)
         facts["last_run"] = self._section("last_run", self.last_run)
+        facts["nic_config"] = self._section("nic_config", self.nic_config)
         facts["unavailable"] = dict(sorted(self.unavailable.items()))
         facts["notes"] = self.notes
         return facts

@@ -16,7 +16,7 @@ __metaclass__ = type
 
 # the capabilities a converge reports on (tuned_profile only persists what others set)
 CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware",
-                "nvme_layout", "nfd_labels")
+                "nic_config", "nvme_layout", "nfd_labels")
 SOURCE = "site"
 HEARTBEAT = "aiinfra_datapath_converge_last_run_timestamp_seconds"
 
@@ -27,11 +27,17 @@ METRICS = (
     ("aiinfra_datapath_converge_capability_failed", ("capability",),
      "1 when the capability failed in the last converge."),
     ("aiinfra_datapath_reboot_required", (),
-     "1 when a change of the last converge takes effect only after a reboot (kernel arguments, boot-time HugePages)."),
+     "1 when a change of the last converge takes effect only after a reboot (kernel arguments, boot-time HugePages, "
+     "NIC firmware settings)."),
     ("aiinfra_datapath_nic_firmware_compliant", ("interface",),
      "1 when the NIC firmware meets the spec's policy, 0 when it does not (interfaces with a known version)."),
     ("aiinfra_datapath_nic_firmware_info", ("interface", "driver", "psid", "firmware_version", "status"),
      "NIC firmware of an interface and its compliance status (compliant, noncompliant, unknown); value 1."),
+    ("aiinfra_datapath_nic_config_reboot_required", ("pci", "psid"),
+     "Firmware (NV) settings of the NIC that wait in Next Boot for a reboot (nic_config): the number of parameters."),
+    ("aiinfra_datapath_nic_config_apply_failed", ("pci", "psid"),
+     "Firmware (NV) settings of the NIC still not Current after the reboot they were set for "
+     "(nvconfig-not-applied-after-reboot; never rebooted for again): the number of parameters."),
 )
 _LABELS = dict((name, labels) for name, labels, _help in METRICS)
 
@@ -65,7 +71,8 @@ def site_families(apply_result):
         add("aiinfra_datapath_converge_capability_failed", int(bool(outcome.get("failed"))), capability=name)
     if results:
         reboot = bool(_m(results.get("kernel_cmdline")).get("reboot_required")
-                      or _m(results.get("hugepages")).get("reboot_required"))
+                      or _m(results.get("hugepages")).get("reboot_required")
+                      or _m(results.get("nic_config")).get("reboot_required"))
         add("aiinfra_datapath_reboot_required", int(reboot))
     for row in _l(_m(results.get("nic_firmware")).get("compliance")):
         row = _m(row)
@@ -74,5 +81,17 @@ def site_families(apply_result):
             add("aiinfra_datapath_nic_firmware_compliant", int(status == "compliant"), interface=interface)
         add("aiinfra_datapath_nic_firmware_info", 1, interface=interface, driver=row.get("driver"),
             psid=row.get("psid"), firmware_version=row.get("firmware_version"), status=status)
+    nvconfig = _m(results.get("nic_config"))
+    if nvconfig and not nvconfig.get("skipped") and not nvconfig.get("failed"):
+        for device in _l(nvconfig.get("devices")):
+            device = _m(device)
+            if device.get("config") is None:
+                continue
+            states = [_m(p).get("state") for p in _l(device.get("params"))]
+            pci, psid = device.get("pci"), device.get("psid")
+            add("aiinfra_datapath_nic_config_reboot_required", sum(1 for s in states if s in ("set", "pending")),
+                pci=pci, psid=psid)
+            add("aiinfra_datapath_nic_config_apply_failed", sum(1 for s in states if s == "not_applied"),
+                pci=pci, psid=psid)
     return [{"name": name, "help": help_text, "type": "gauge", "samples": samples[name]}
             for name, _labels, help_text in METRICS if name in samples]

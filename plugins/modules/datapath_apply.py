@@ -52,7 +52,8 @@ description:
     array was recorded, the kubelet restart after HugePage pools changed (opt-in,
     C(hugepages_restart_kubelet) / C(nfd_labels_restart_kubelet); read from the structured
     flags C(pools_changed) and C(hugepages_changed)) - and returns each host's out-of-policy
-    NICs in RV(firmware_violations), so that the play can fail once for every host.
+    NICs in RV(firmware_violations), and its NICs whose firmware settings did not take effect after a
+    reboot in RV(nic_config_violations), so that the play can fail once for every host.
   - Tags select capabilities inside the task, with Ansible's rules - C(--tags kernel),
     C(--tags sysctl_profile,link_mtu), C(--skip-tags storage). Each capability answers to its
     name, its group tag (C(kernel), C(network), C(storage), C(k8s)) and its names before 0.3.0
@@ -102,10 +103,10 @@ options:
         C(nvme_layout) and C(nfd_labels).
     type: list
     elements: str
-    choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nvme_layout,
-              nfd_labels, sysctl, nvme_cache, k8s_node]
-    default: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nvme_layout,
-              nfd_labels]
+    choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nic_config,
+              nvme_layout, nfd_labels, sysctl, nvme_cache, k8s_node]
+    default: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nic_config,
+              nvme_layout, nfd_labels]
   metrics:
     description:
       - Also write the converge metrics (C(aiinfra_datapath_site.prom), the families of
@@ -153,7 +154,8 @@ capabilities:
   type: list
   elements: str
   returned: success
-  sample: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nvme_layout, nfd_labels]
+  sample: [sysctl_profile, hugepages, kernel_cmdline, link_mtu, roce_qos, nic_firmware, nic_config, nvme_layout,
+           nfd_labels]
 results:
   description:
     - Per capability, the result of its module (as its role registers it, for example
@@ -181,6 +183,14 @@ firmware_violations:
   description:
     - This host's NICs out of firmware policy (as the C(aiinfra.datapath.firmware_violations)
       filter lists them), when C(nic_firmware_fail) is true.
+  type: list
+  elements: dict
+  returned: success
+nic_config_violations:
+  description:
+    - This host's NICs whose firmware settings were set before a reboot and are still not Current after it
+      (C(nvconfig-not-applied-after-reboot), as the C(aiinfra.datapath.nic_config_violations) filter lists
+      them), when C(nic_config_fail_not_applied) is true.
   type: list
   elements: dict
   returned: success

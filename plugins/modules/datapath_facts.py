@@ -54,11 +54,14 @@ options:
     description:
       - Sections to collect. Sections not listed are V(null) in the result.
       - V(memory) fills C(memory_bytes) and C(numa_nodes); V(firmware) adds the firmware of
-        device-backed NICs to C(interfaces); V(topology) fills C(topology).
+        device-backed NICs to C(interfaces); V(topology) fills C(topology); V(nic_config) the NV
+        configuration of the NVIDIA/Mellanox NICs (C(mlxconfig -e query), read only).
     type: list
     elements: str
-    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
-    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
+    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
+              nic_config]
+    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
+              nic_config]
   sysctl_keys:
     description:
       - Sysctl keys to read, dotted (V(net.ipv4.tcp_rmem)) or slashed (V(net/ipv4/tcp_rmem)).
@@ -88,6 +91,26 @@ options:
         revision.
     type: path
     default: /var/lib/aiinfra-datapath/last-run.json
+  nic_config_pci_dir:
+    description:
+      - Where the node lists its PCI functions (as O(aiinfra.datapath.nic_config#module:pci_dir) of
+        M(aiinfra.datapath.nic_config)).
+    type: path
+    default: /sys/bus/pci/devices
+  nic_config_tool:
+    description: C(mlxconfig) or C(mstconfig); V(auto) takes the first found.
+    type: str
+    choices: [auto, mlxconfig, mstconfig]
+    default: auto
+  nic_config_arrays:
+    description: Array parameters (V(NAME) or V(NAME[i])) to query per index, such as those the plan's C(raw) names.
+    type: list
+    elements: str
+    default: []
+  nic_config_state_file:
+    description: M(aiinfra.datapath.nic_config)'s record (what it set, with the boot id).
+    type: path
+    default: /var/lib/aiinfra-datapath/nic_config.json
 extends_documentation_fragment:
   - aiinfra.datapath.node
 seealso:
@@ -204,6 +227,20 @@ ansible_facts:
                    "result": "succeeded", "error": null, "finished": "2026-12-03T18:00:00Z",
                    "revision": "3f1c2e0", "check_mode": false, "reboot_required": false,
                    "changed": ["sysctl_profile"], "failed": []}
+        nic_config:
+          description:
+            - The NV configuration of the node's NVIDIA/Mellanox NICs as C(mlxconfig -d BDF -e query) prints it, per
+              device (its first physical function) - C(psid), C(part_number), C(driver), C(functions), C(columns),
+              C(params) (per parameter the C(default), C(current), C(next_boot) text), C(max_read_request) per
+              function, C(error) - plus C(tool), C(boot_id) and M(aiinfra.datapath.nic_config)'s C(record).
+            - The audit compares C(current) with the plan's C(nic_config) (docs/network.md).
+          type: dict
+          sample: {"tool": "mlxconfig", "boot_id": "8d3f...", "record": {"version": 1, "devices": {}},
+                   "devices": {"0000:3b:00.0": {"psid": "MT_0000000834", "part_number": "MCX755106AS-HEAT_Ax",
+                                                "columns": ["default", "current", "next_boot"],
+                                                "params": {"SRIOV_EN": {"default": "False(0)", "current": "True(1)",
+                                                                        "next_boot": "True(1)", "read_only": false}},
+                                                "max_read_request": {"0000:3b:00.0": 512}}}}
         unavailable:
           description: Section -> why it could not be read.
           type: dict

@@ -156,6 +156,14 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
         Knob("fail", True, module=False),
         Knob("fail_on_unknown", False, module=False),
     )),
+    Capability("nic_config", ("network", "firmware"), (), (  # --tags firmware: nic_firmware and nic_config
+        Knob("configs", PLAN),
+        Knob("pci_dir", "/sys/bus/pci/devices"),  # where the node lists its PCI functions (sysfs)
+        Knob("tool", "auto"),  # mlxconfig, else mstconfig
+        Knob("state_file", "/var/lib/aiinfra-datapath/nic_config.json"),
+        Knob("connection_address", None, derive=_connection_address),  # never a firmware reset on this NIC
+        Knob("fail_not_applied", True, module=False),  # the role's gate fails once, for every such host
+    ), _some("configs")),
     Capability("nvme_layout", ("storage",), ("nvme_cache",), (
         Knob("devices", PLAN, old=("nvme_cache_devices",)),
         Knob("select", PLAN, old=("nvme_cache_select",)),

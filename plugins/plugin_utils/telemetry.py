@@ -52,10 +52,15 @@ _M = Metric
 SITE_ORIGINS = {
     "aiinfra_datapath_converge_success": "datapath_apply: failed or not",
     "aiinfra_datapath_converge_capability_failed": "datapath_apply results[capability].failed (capabilities that ran)",
-    "aiinfra_datapath_reboot_required": "datapath_apply results of kernel_cmdline and hugepages (reboot_required)",
+    "aiinfra_datapath_reboot_required": "datapath_apply results of kernel_cmdline, hugepages and nic_config "
+                                        "(reboot_required)",
     "aiinfra_datapath_nic_firmware_compliant": "nic_firmware compliance rows of datapath_apply (status compliant / "
                                                "noncompliant)",
     "aiinfra_datapath_nic_firmware_info": "nic_firmware compliance rows of datapath_apply",
+    "aiinfra_datapath_nic_config_reboot_required": "nic_config devices[].params of datapath_apply (state set or "
+                                                   "pending), per device the plan has an entry for",
+    "aiinfra_datapath_nic_config_apply_failed": "nic_config devices[].params of datapath_apply (state not_applied: "
+                                                "nvconfig-not-applied-after-reboot)",
 }
 CATALOGUE: tuple[Metric, ...] = (
     # -- site.yml --------------------------------------------------------------------------------

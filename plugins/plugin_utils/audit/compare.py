@@ -27,8 +27,8 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_findings
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_golden import golden_findings
 
 # The capabilities findings belong to (named as the modules, roles and plan parts), in report order.
-CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
-                "nfd_labels", "node_topology")
+CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nic_config",
+                "nvme_layout", "nfd_labels", "node_topology")
 SEVERITIES = ("error", "warning", "info")
 KINDS = ("drift", "finding")
 FAIL_ON = ("drift", "error", "never")
@@ -509,6 +509,79 @@ def _firmware(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) 
                       "activation pending", "reset the NIC (mlxfwreset) or reboot the node")
 
 
+# -- NIC firmware (NV) settings -----------------------------------------------------------------
+def _nic_config(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
+    """Each planned parameter's live Current value (datapath_facts nic_config) per device: drift where
+    neither Current nor Next Boot holds it, an info drift while a reboot is pending, and the finding
+    nvconfig-not-applied-after-reboot where nic_config's record says it was set before this boot."""
+    live = facts.get("nic_config")
+    configs = _list(_map(plan.get("nic_config")).get("configs"))
+    if not isinstance(live, Mapping) or not configs:
+        return
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_params import desired, matches, select
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_query import parse_value
+
+    boot_id = live.get("boot_id")
+    record = _map(_map(live.get("record")).get("devices"))
+    fix = "run site.yml (nic_config), then playbooks/rolling_reboot.yml"
+    for pci in sorted(_map(live.get("devices"))):
+        device = _map(_map(live.get("devices"))[pci])
+        index, _why = select(device, configs)
+        if index is None:
+            continue
+        config = _map(configs[index])
+        if device.get("error") or not device.get("params"):
+            c.finding("nic_config", "nvconfig-unreadable", pci, "NV configuration", None, "warning",
+                      f"{pci}: the NV configuration could not be read: {device.get('error') or live.get('reason')}",
+                      "install NVIDIA MFT (mlxconfig) or mstflint (mstconfig) on the node; check the device")
+            continue
+        rows = {name: {"values": {column: parse_value(text) for column, text in _map(values).items()
+                                  if column != "read_only" and isinstance(text, str)}}
+                for name, values in _map(device.get("params")).items()}
+        wanted, unsupported = desired(dict(config), rows)
+        recorded = _map(_map(record.get(pci)).get("params"))
+        for param, want, _intent in wanted:
+            values = rows[param]["values"]
+            current, next_boot = matches(values.get("current"), want), matches(values.get("next_boot"), want)
+            key = f"{pci}.{param}"
+            have = _map(values.get("current")).get("text")
+            wanted_text = _wanted_text(want)
+            if current is True:
+                continue
+            entry = _map(recorded.get(param))
+            was_set = bool(entry) and matches({"name": entry.get("name"), "number": entry.get("number")}, want) is True
+            if next_boot is True and current is False and was_set and entry.get("boot_id") != boot_id:
+                c.finding("nic_config", "nvconfig-not-applied-after-reboot", key, wanted_text, have, "error",
+                          f"{pci} (PSID {device.get('psid')}): {param} is {have} after the reboot it was set for "
+                          f"(Next Boot holds {wanted_text}); nic_config asks for no further reboot",
+                          "power-cycle the node or reset the NIC (mlxfwreset; firmware_reset: true), check its "
+                          "firmware; then remove the device from nic_config's state file to allow one more reboot")
+            elif next_boot is True:
+                c.drift("nic_config", "nvconfig-pending", key, wanted_text, have,
+                        f"{pci}: {param} is {have}, Next Boot holds {wanted_text}: a reboot is pending",
+                        "playbooks/rolling_reboot.yml", severity="info")
+            else:
+                c.drift("nic_config", "nvconfig-value", key, wanted_text, have,
+                        f"{pci} (PSID {device.get('psid')}): {param} is {have}, Next Boot "
+                        f"{_map(values.get('next_boot')).get('text')}, the plan {wanted_text}", fix)
+        for entry in unsupported:
+            c.finding("nic_config", "nvconfig-unsupported", f"{pci}.{entry['param']}", entry["param"], None, "info",
+                      f"{pci}: {entry['reason']}", "nothing to do on this device, or take the parameter out of the "
+                      "spec's nic_config entry for it")
+        size = config.get("max_read_request")
+        for bdf, have in sorted(_map(device.get("max_read_request")).items()):
+            if size and have is not None and have != size:
+                c.drift("nic_config", "pcie-max-read-request", f"{bdf}.max_read_request", size, have,
+                        f"{bdf}: PCIe Max Read Request is {have} bytes, the plan {size} (a run-time setting: "
+                        "a boot sets it back)", "run site.yml (nic_config)", severity="warning")
+
+
+def _wanted_text(want: Mapping[str, Any]) -> str:
+    if want.get("name") is not None and want.get("number") is not None:
+        return f"{want['name']}({want['number']})"
+    return str(want.get("number") if want.get("number") is not None else want.get("name"))
+
+
 # -- storage ---------------------------------------------------------------------------------
 def _storage(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
     storage = plan.get("nvme_layout")
@@ -687,6 +760,7 @@ def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: An
     _path_mtu(c, verify, name)
     _qos(c, plan, facts)
     _firmware(c, plan, facts)
+    _nic_config(c, plan, facts)
     _storage(c, plan, facts)
     _k8s(c, plan, facts)
     _topology(c, plan, facts, golden)

@@ -14,6 +14,7 @@ from .models import (
     HugePages,
     Interface,
     K8s,
+    NicConfig,
     ProfileBody,
     Storage,
     SysctlSetting,
@@ -38,6 +39,7 @@ class Effective:
     kernel_args: tuple[list[str], Origin] | None = None
     interfaces: tuple[list[Interface], Origin] | None = None
     firmware: list[FirmwarePolicy] = field(default_factory=list)
+    nic_config: list[NicConfig] = field(default_factory=list)
     storage: tuple[Storage, Origin] | None = None
     labels: dict[str, str] = field(default_factory=dict)
     local_volume_class: tuple[str, Origin] | None = None
@@ -70,6 +72,8 @@ def apply_layer(eff: Effective, body: ProfileBody, origin: Origin, label: str) -
         eff.interfaces = (list(body.interfaces), (root, (*base, "interfaces")))
     if body.firmware is not None:
         eff.firmware = list(body.firmware)
+    if body.nic_config is not None:
+        eff.nic_config = list(body.nic_config)
     if body.storage is not None:
         eff.storage = (body.storage, (root, (*base, "storage")))
     if body.k8s is not None:

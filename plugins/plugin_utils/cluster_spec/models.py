@@ -263,6 +263,52 @@ class FirmwarePolicy(SpecModel):
     allowed: Annotated[list[Version], Field(max_length=64)] = Field(default_factory=list)
 
 
+NvParamName = Annotated[str, Strict(), Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\[[0-9]{1,4}\])?$",
+                                             description="An mlxconfig parameter name, e.g. PCI_ATOMIC_MODE or "
+                                                         "ESWITCH_HAIRPIN_DESCRIPTORS[2].")]
+NvParamValue = (Annotated[bool, Strict()] | Annotated[int, Strict(), Field(ge=0, le=2**32 - 1)]
+                | Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9_.:+-]{1,64}$")])
+
+
+class NicSriov(SpecModel):
+    """SR-IOV in the NIC's firmware: SRIOV_EN and NUM_OF_VFS."""
+
+    enabled: Bool
+    """SRIOV_EN."""
+    num_vfs: Annotated[int, Strict(), Field(ge=0, le=1024)] | None = None
+    """NUM_OF_VFS (the VFs the firmware offers per PF); required when enabled, 0 or null when not."""
+
+
+class NicConfig(SpecModel):
+    """Settings a NIC keeps in firmware (non-volatile, applied at the next boot), for the NICs an entry
+    matches (module nic_config, docs/network.md). Give psid, part_number and/or driver; the most
+    specific matching entry wins (PSID, then part number, then driver)."""
+
+    psid: Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9_]{4,32}$")] | None = None
+    """Board id (PSID), e.g. MT_0000000838: the NICs this entry is for."""
+    part_number: Annotated[str, Strict(), Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{2,63}$")] | None = None
+    """Part number as mlxconfig's Name: line shows it, with or without the board revision (MCX755106AS-HEAT)."""
+    driver: DriverName | None = None
+    """Kernel driver, e.g. mlx5_core."""
+    link_type: Literal["eth", "ib"] | None = None
+    """LINK_TYPE_P<n> of every port (VPI cards); null: left as it is."""
+    sriov: NicSriov | None = None
+    """SRIOV_EN and NUM_OF_VFS; null: left as they are."""
+    ats: Bool | None = None
+    """ATS_ENABLED (Address Translation Services; false for GPUDirect RDMA on bare metal); null: left as it is."""
+    max_read_request: Literal[128, 256, 512, 1024, 2048, 4096] | None = None
+    """PCIe Max Read Request Size of each function in bytes. Not a firmware setting: set at run time,
+    lost at a reboot, set again by the next site.yml run."""
+    roce_fabric: FabricName | None = None
+    """A RoCE fabric whose roce section gives ROCE_CC_PRIO_MASK_P<n> (its ECN priorities), CNP_DSCP_P<n>
+    and CNP_802P_PRIO_P<n> (its cnp), so that they cannot disagree with roce_qos; null: left as they are."""
+    raw: dict[NvParamName, NvParamValue] = Field(default_factory=dict)
+    """Further mlxconfig parameters by name (NAME or NAME[index]); none may be one an intent above sets."""
+    firmware_reset: Bool = False
+    """Run mlxfwreset after a change, for devices a warm reboot does not apply (e.g. some DGX systems);
+    never on a NIC that carries the Ansible connection."""
+
+
 class DeviceSelect(SpecModel):
     """Select NVMe namespaces by property instead of by path."""
 
@@ -379,6 +425,8 @@ class ProfileBody(SpecModel):
     """NICs and the fabric each carries."""
     firmware: Annotated[list[FirmwarePolicy], Field(max_length=64)] | None = None
     """NIC firmware compliance policies."""
+    nic_config: Annotated[list[NicConfig], Field(max_length=64)] | None = None
+    """Settings the NICs keep in firmware (NV configuration), per PSID, part number or driver; plan: nic_config."""
     storage: Storage | None = None
     """Local NVMe model cache."""
     k8s: K8s | None = None
@@ -554,7 +602,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     DatapathSpec, Fabric, Roce, RoceCnp, RoceEts, Profile, ProfileBody, NodeHardware, SysctlSetting,
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
-    MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate,
+    MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, NicConfig, NicSriov,
 )
 
 
@@ -582,3 +630,4 @@ def fields_at(loc: tuple[Any, ...]) -> list[str]:
 
 from . import checks as _checks  # noqa: E402,F401  (registers the cross-checks)
 from . import checks_measure as _checks_measure  # noqa: E402,F401  (registers the measure cross-checks)
+from . import checks_nic_config as _checks_nic_config  # noqa: E402,F401  (registers the nic_config cross-checks)

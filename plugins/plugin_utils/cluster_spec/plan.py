@@ -17,6 +17,7 @@ from .errors import SpecError, SpecValidationError, join_path
 from .merge import Effective, effective
 from .models import DatapathSpec, Fabric, HugePagePool, Interface
 from .plan_measure import measure_part, measure_template
+from .plan_nic_config import ecn_priorities, nic_config_part
 
 PLAN_VERSION = 2
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
@@ -131,7 +132,7 @@ def _qos(iface: Interface, fabric: Fabric, mtu: int) -> dict[str, Any]:
     dscp2prio = dict(roce.dscp2prio)
     dscp2prio[roce.dscp] = roce.priority
     dscp2prio[roce.cnp.dscp] = roce.cnp.priority
-    ecn_prios = [roce.priority] if roce.ecn else []
+    ecn_prios = ecn_priorities(roce)
     return {
         "interface": iface.name if iface.name is not None else (iface.match.name if iface.match else None),
         "match": _match(iface),
@@ -253,6 +254,8 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequ
         "roce_qos": {"interfaces": qos},
         "nic_firmware": {"policies": [{"driver": p.driver, "psid": p.psid, "min_version": p.min_version,
                                        "allowed": list(p.allowed)} for p in eff.firmware]},
+        # NV settings of the NICs per PSID / part number / driver (module nic_config; plan_nic_config.py)
+        "nic_config": nic_config_part(spec, eff),
         "nvme_layout": storage,
         "nfd_labels": {"labels": dict(sorted(eff.labels.items())),
                        "local_volume_class": eff.local_volume_class[0] if eff.local_volume_class else None},

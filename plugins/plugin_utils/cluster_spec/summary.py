@@ -24,6 +24,7 @@ def plan_summary(plan: Mapping[str, Any]) -> dict[str, Any]:
         "roce_qos": sorted({f"{q['fabric']}: tos {q['roce_tos']}, roce_mtu {q['roce_mtu']}, pfc {q['pfc_priorities']}"
                             for q in plan["roce_qos"]["interfaces"]}),
         "nic_firmware": f"{len(plan['nic_firmware']['policies'])} policies",
+        "nic_config": f"{len((plan.get('nic_config') or {}).get('configs') or [])} entries",
         "nvme_layout": "none" if not storage else f"{storage['mount']['path']} "
                        f"({'raid0' if storage['raid'] else 'single'}, {storage['filesystem']['type']})",
         "nfd_labels": f"{len(plan['nfd_labels']['labels'])} labels",

@@ -83,7 +83,32 @@ def test_summary_reads_structured_results() -> None:
                         "kernel_cmdline: no boot loader found; not persisted: iommu=pt",
                         "nic_firmware eno1: veth"],
         "noncompliant_firmware": ["ens1"],
+        "nic_config_not_applied": [],
     }
+
+
+def test_summary_reads_nic_configs_reboot_and_what_a_reboot_did_not_apply() -> None:
+    results = {name: {} for name in ORDER}
+    results["nic_config"] = {"changed": True, "reboot_required": True,
+                             "reboot_reasons": ["0000:3b:00.0 LINK_TYPE_P1: IB(1) -> ETH(2)",
+                                                "0000:3b:00.0 SRIOV_EN: False(0) -> True(1)"],
+                             "pending": [{"pci": "0000:3b:00.0", "param": "LINK_TYPE_P1", "current": "IB(1)",
+                                          "next_boot": "ETH(2)", "state": "set"},
+                                         {"pci": "0000:3b:00.0", "param": "SRIOV_EN", "current": "False(0)",
+                                          "next_boot": "True(1)", "state": "pending"}],
+                             "unsupported": [{"pci": "0000:3b:00.0", "param": "MAX_ACC_OUT_READ",
+                                              "reason": "hidden: the tool shows MAX_ACC_OUT_READ only while "
+                                                        "ADVANCED_PCI_SETTINGS is True(1) (Current False(0))"}],
+                             "not_applied": [{"pci": "0000:5e:00.0", "text": "..."}]}
+    summary = action.summary(results)
+    assert summary["reboot_required"] is True
+    # one reason per device, its parameters grouped: readable in the summary line, which joins reasons by blanks
+    assert summary["reboot_reasons"] == ["nic_config 0000:3b:00.0 (LINK_TYPE_P1 IB(1) -> ETH(2), "
+                                         "SRIOV_EN False(0) -> True(1))"]
+    assert summary["unsupported"] == ["nic_config 0000:3b:00.0 MAX_ACC_OUT_READ: hidden: the tool shows "
+                                      "MAX_ACC_OUT_READ only while ADVANCED_PCI_SETTINGS is True(1) (Current False(0))"]
+    assert summary["nic_config_not_applied"] == ["0000:5e:00.0"]
+    assert summary["changed"] == ["nic_config"]
 
 
 def test_the_batch_module_dispatches_every_capability_in_order() -> None:

@@ -27,7 +27,8 @@ def lab_hostvars() -> dict[str, Any]:
 
 
 def test_registered() -> None:
-    assert set(FilterModule().filters()) == {"path_targets", "path_report", "firmware_violations"}
+    assert set(FilterModule().filters()) == {"path_targets", "path_report", "firmware_violations",
+                                             "nic_config_violations"}
 
 
 def test_address_prefers_datapath_addresses_over_the_lab() -> None:

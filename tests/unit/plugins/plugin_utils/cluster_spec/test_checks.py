@@ -190,6 +190,28 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
     ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
         "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),
      "datapath.measure.gates.outlier_ratio", "outlier_ratio is 0 and no gate is set"),
+    ("nic-config-match", lambda s: prof(s).update(nic_config=[{"ats": False}]),
+     "datapath.profiles[0].nic_config[0].psid", "the entry matches no NIC"),
+    ("nic-config-sets-something", lambda s: prof(s).update(nic_config=[{"psid": "MT_0000000838"}]),
+     "datapath.profiles[0].nic_config[0].raw", "the entry sets nothing"),
+    ("nic-config-raw-not-intent", lambda s: prof(s).update(nic_config=[{
+        "psid": "MT_0000000838", "link_type": "eth", "raw": {"LINK_TYPE_P2": "IB"}}]),
+     "datapath.profiles[0].nic_config[0].raw.LINK_TYPE_P2", "LINK_TYPE_P2 is also set by link_type of this entry"),
+    ("nic-config-raw-not-intent", lambda s: prof(s).update(nic_config=[{
+        "psid": "MT_0000000838", "roce_fabric": "rail0", "raw": {"CNP_DSCP_P1": 24}}]),
+     "datapath.profiles[0].nic_config[0].raw.CNP_DSCP_P1", "CNP_DSCP_P1 is also set by roce_fabric of this entry"),
+    ("sriov-vfs", lambda s: prof(s).update(nic_config=[{"psid": "MT_0000000838", "sriov": {"enabled": True}}]),
+     "datapath.profiles[0].nic_config[0].sriov.num_vfs", "num_vfs is missing"),
+    ("sriov-vfs", lambda s: prof(s).update(nic_config=[{"psid": "MT_0000000838",
+                                                       "sriov": {"enabled": False, "num_vfs": 4}}]),
+     "datapath.profiles[0].nic_config[0].sriov.num_vfs", "num_vfs 4 with SR-IOV off"),
+    ("nic-config-fabric", lambda s: prof(s).update(nic_config=[{"psid": "MT_0000000838", "roce_fabric": "mgmt"}]),
+     "datapath.profiles[0].nic_config[0].roce_fabric", "fabric 'mgmt' is of kind ethernet: it has no RoCE settings"),
+    ("nic-config-fabric", lambda s: prof(s).update(nic_config=[{"psid": "MT_0000000838", "roce_fabric": "rail9"}]),
+     "datapath.profiles[0].nic_config[0].roce_fabric", "fabric 'rail9' is not defined"),
+    ("nic-config-fabric", lambda s: prof(s).update(nic_config=[
+        {"psid": "MT_0000000838", "ats": False}, {"psid": "mt_0000000838", "ats": True}]),
+     "datapath.profiles[0].nic_config[1]", "entry 1 matches the same NICs as entry 0"),
 ]
 
 

@@ -28,7 +28,7 @@ from ._specs import EXAMPLE, base, example, model
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
              "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure",
-             "node_topology", "backend", "tuned_profile"}
+             "node_topology", "backend", "tuned_profile", "nic_config"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:
