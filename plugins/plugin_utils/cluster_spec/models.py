@@ -398,8 +398,9 @@ class ModelCache(SpecModel):
 
     directory: RelPath = "models"
     """Models directory, relative to storage.mount.path (the module refuses unless the cache is mounted)."""
-    reserve: Size = Field(default=0, description="Free bytes kept on the cache filesystem (bytes or '200GiB'); "
-                                                 "least-recently-used unpinned versions are evicted to keep it.")
+    reserve: Size | None = Field(default=None, description="Free bytes kept on the cache filesystem (bytes or "
+                                 "'200GiB'); least-recently-used unpinned versions are evicted to keep it. null: "
+                                 "the module's default, 1 % of the filesystem (64 MiB to 4 GiB), never 0.")
     bandwidth_limit: Size | None = Field(default=None, description="Per-node download cap in bytes per second "
                                                                    "(e.g. '500MiB'); null: unlimited.")
     concurrency: Annotated[int, Strict(), Field(ge=1, le=100000)] | None = None
