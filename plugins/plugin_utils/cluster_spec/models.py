@@ -315,7 +315,9 @@ class Storage(SpecModel):
     reserve: Size = 0
     """Space kept free for the system (bytes or '10GiB')."""
     wipe_serials: Annotated[list[Serial], Field(max_length=64)] = Field(default_factory=list)
-    """Serials/WWNs of devices that may be wiped; nothing else is ever overwritten."""
+    """Devices that may be wiped; nothing else is ever overwritten. An NVMe namespace by its own identity:
+    '<controller serial>:<nsid>', its EUI-64, NGUID or WWN (/sys/block/nvmeXnY/wwid); other disks by serial or
+    WWN; never a kernel name such as /dev/nvme1n1."""
 
 
 class K8s(SpecModel):
@@ -578,3 +580,4 @@ def fields_at(loc: tuple[Any, ...]) -> list[str]:
 
 from . import checks as _checks  # noqa: E402,F401  (registers the cross-checks)
 from . import checks_measure as _checks_measure  # noqa: E402,F401  (registers the measure cross-checks)
+from . import checks_security as _checks_security  # noqa: E402,F401  (registers the security cross-checks)
