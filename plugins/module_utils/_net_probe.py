@@ -114,7 +114,8 @@ class NetProbe(Capability):
             errors.append("socket_buffer must be 4096-%d bytes" % SOCKET_BUFFER_MAX)
         if not TOKEN_RE.match(str(p.get("token") or "")):
             errors.append("token must be the pair's per-run token, %d lowercase hex characters (the measure role "
-                          "draws it with secrets.token_hex(%d) and gives it to both sides)" % (2 * TOKEN_BYTES, TOKEN_BYTES))
+                          "draws it with secrets.token_hex(%d) and gives it to both sides)"
+                          % (2 * TOKEN_BYTES, TOKEN_BYTES))
         if errors:
             raise CapabilityError("net_probe: %s" % "; ".join(errors), errors=errors)
         allowed, errors = networks(p["allowed_networks"])

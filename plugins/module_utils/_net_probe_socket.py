@@ -5,9 +5,9 @@
 clock, worker threads that always end, and the UDP latency echo.
 
 The server's echo (UDP, TCP port + 1) sends back a datagram that starts with ``DPNE`` and the
-run's token, from the planned peer only; the client sends one every ``latency_interval`` while the load runs, each with its sequence number
-and send time, and keeps the round-trip time of each answer; answers are counted for
-``DRAIN`` seconds after the load. Echo and prober run in forked child processes (``Child``),
+run's token, from the planned peer only; the client sends one every ``latency_interval`` while
+the load runs, each with its sequence number and send time, and keeps the round-trip time of
+each answer; answers are counted for ``DRAIN`` seconds after the load. Echo and prober run in forked child processes (``Child``),
 forked before any thread starts and before the TCP sockets exist, so that their timing does
 not wait for the interpreter lock of the stream threads and they hold no TCP socket. A child
 ends when told, when the module ends (PR_SET_PDEATHSIG and the closed pipe), or at its

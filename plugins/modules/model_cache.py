@@ -237,11 +237,14 @@ options:
     description: CA bundle file or directory for HTTPS sources.
     type: path
   file_mode:
-    description: Mode of published files (octal string); a mode that lets group or others write is refused.
+    description:
+      - Mode of published files (octal string); a mode that lets group or others write is refused.
     type: str
     default: "0644"
   dir_mode:
-    description: Mode of the directories the module creates (octal string); a mode that lets group or others write is refused.
+    description:
+      - Mode of the directories the module creates (octal string); a mode that lets group or others
+        write is refused.
     type: str
     default: "0755"
   lock_file:

@@ -675,7 +675,8 @@ class Transfer(object):
         """Download one file into its .part; return (bytes moved, bytes resumed, size).
 
         ``staging`` is the version's staging directory (a path, or a directory descriptor whose path
-        is ``staging_path``; the ``.part`` is reached below it without following links), ``entry`` the file (path, sha256 and
+        is ``staging_path``; the ``.part`` is reached below it without following links), ``entry``
+        the file (path, sha256 and
         ``expected_size``, None when unknown). ``space_check(n)`` is called before writing n
         bytes of a file whose size is unknown, and raises to stop. ``split``: a dict of
         :data:`STAGES` to which the copy adds where its time went (re-hashing a partial file
@@ -708,7 +709,6 @@ class Transfer(object):
             os.close(dfd)
 
     def _fetch_part(self, item, source, dfd, part_name, done_name, part, entry, space_check, split):
-        rel = entry["path"]
         part_st = safe.lstat_at(dfd, part_name)
         done_st = safe.lstat_at(dfd, done_name)
         if part_st is None and done_st is not None and stat.S_ISREG(done_st.st_mode):

@@ -95,8 +95,8 @@ class LayoutPlan(object):
                 )
             elif dev["class"] == "foreign" and not dev["wipe_allowed"]:
                 notes = dev.get("wipe_notes") or []
-                refused.append("%s (%s) holds %s%s" % (dev["path"], dev["device"], "; ".join(dev["found"]),
-                                                       " (not named for wiping: %s)" % "; ".join(notes) if notes else ""))
+                why = " (not named for wiping: %s)" % "; ".join(notes) if notes else ""
+                refused.append("%s (%s) holds %s%s" % (dev["path"], dev["device"], "; ".join(dev["found"]), why))
         if refused:
             raise self.refuse(
                 state,

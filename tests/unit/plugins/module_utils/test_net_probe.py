@@ -14,7 +14,6 @@ second; afterwards no thread, file descriptor or child process of the probe is l
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
