@@ -1,18 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.datapath contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What both engines of the network probe share (stdlib only): the pair error, the deadline
-clock, worker threads that always end, and the UDP latency echo.
+"""What both engines of the network probe share (stdlib only): the pair error, the deadline clock,
+worker threads that always end, and the UDP latency echo.
 
 The server's echo (UDP, TCP port + 1) sends back a datagram that starts with ``DPNE`` and the
 run's token, from the planned peer only; the client sends one every ``latency_interval`` while
 the load runs, each with its sequence number and send time, and keeps the round-trip time of
-each answer; answers are counted for ``DRAIN`` seconds after the load. Echo and prober run in forked child processes (``Child``),
-forked before any thread starts and before the TCP sockets exist, so that their timing does
-not wait for the interpreter lock of the stream threads and they hold no TCP socket. A child
-ends when told, when the module ends (PR_SET_PDEATHSIG and the closed pipe), or at its
-deadline, and is always reaped. ``_finish`` stops the stream threads, wakes the blocked ones
-by shutting their sockets down, joins them and closes every socket, on every path.
+each answer; answers are counted for ``DRAIN`` seconds after the load. Echo and prober run in
+forked child processes (``Child``), forked before any thread starts and before the TCP sockets
+exist, so that their timing does not wait for the interpreter lock of the stream threads and
+they hold no TCP socket. A child ends when told, when the module ends (PR_SET_PDEATHSIG and the
+closed pipe), or at its deadline, and is always reaped. ``_finish`` stops the stream threads,
+wakes the blocked ones by shutting their sockets down, joins them and closes every socket, on
+every path.
 """
 
 from __future__ import absolute_import, division, print_function
