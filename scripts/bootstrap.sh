@@ -20,6 +20,9 @@ APT_PACKAGES=(
   # TuneD's own profile loader, merger and tuned-adm read the profile tuned_profile writes
   # (tests/interop/test_sys_tuned.py); a tool here, never the host's tuning daemon
   tuned
+  # signed commits in pull mode: git verify-commit and ansible-pull --verify-commit check them with
+  # gpg (tests/security make throwaway keys in a temporary GNUPGHOME)
+  gnupg git
 )
 
 missing=()

@@ -186,7 +186,7 @@ options:
         file where any of it differs (bytes swapped for others of the same size are found);
         C(sha256) re-hashes every file (reads the whole version). A version that fails is
         fetched again and replaces the bad one.
-      - Metadata written before this record existed has none: each such file is re-hashed once
+      - Metadata written before this record existed has none; each such file is re-hashed once
         and its record kept.
     type: str
     choices: [size, sha256]

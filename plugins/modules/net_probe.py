@@ -108,7 +108,7 @@ options:
     required: true
   peer:
     description:
-      - The server's planned client: its address on the fabric (the client's O(source)). Required for
+      - The server's planned client, its address on the fabric (the client's O(source)). Required for
         O(role=server). The server accepts TCP connections only from this address (others are closed
         before anything is read) and its UDP echo answers only it. Must lie in O(allowed_networks).
     type: str
@@ -118,7 +118,7 @@ options:
         sides. The measure role draws a new one for every pair and round (C(secrets.token_hex(16))).
         The client sends it first on every connection and in every echo datagram; the server
         serves no connection and answers no datagram without it (constant-time comparison).
-      - O(tool=iperf3) cannot send it on the TCP streams (iperf3 has no token): the echo still checks
+      - O(tool=iperf3) cannot send it on the TCP streams (iperf3 has no token); the echo still checks
         it, and a server run whose iperf3 reports another client than O(peer) fails with that
         address and its figures discarded; what iperf3 serves a stranger meanwhile is not prevented.
     type: str
