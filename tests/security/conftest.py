@@ -3,8 +3,10 @@ module code against real files, real sockets on loopback addresses and real git 
 
 Every test here plays the hostile neighbour (a tenant's pod, a mirror, a stranger on the fabric, a
 bad role variable) and asserts that the attack fails; run against the code before the fixes, each
-one succeeds as the attacker. ``run_module`` is the unit tests' (tests/unit/conftest.py): a module's
-``main()`` in this process with real arguments.
+one succeeds as the attacker, except test_model_cache_links.py's
+``test_a_published_file_swapped_for_a_link_is_replaced_not_followed``, which guards what was
+already right (the link fails the hash and is replaced). ``run_module`` is the unit tests'
+(tests/unit/conftest.py): a module's ``main()`` in this process with real arguments.
 """
 
 from __future__ import annotations
