@@ -70,7 +70,7 @@ def test_an_endless_body_stops_at_a_default_reserve_above_zero(run_module, tmp_p
         if req.command == "HEAD":
             return
         try:
-            for _ in range(4096):      # 256 MiB at most: more than the whole disk
+            for _chunk in range(4096):      # 256 MiB at most: more than the whole disk
                 req.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
         except OSError:
             pass

@@ -86,7 +86,7 @@ def start_unit(unit: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
            "ANSIBLE_LOCAL_TEMP": str(tmp / "ansible-tmp"), "ANSIBLE_REMOTE_TEMP": str(tmp / "ansible-tmp")}
     argv: list[str] = []
     for line in unit.read_text().splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         if key == "Environment":
             env.update(word.split("=", 1) for word in systemd_words(value))
         elif key == "ExecStart":

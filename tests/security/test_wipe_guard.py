@@ -71,7 +71,7 @@ def test_a_controller_serial_does_not_allow_wiping_every_namespace(tmp_path: Pat
     assert "nothing was changed" in msg and "2 namespaces" in msg and "%s:2" % SERIAL in msg, msg
 
 
-@pytest.mark.parametrize("identity", ["%s:2" % SERIAL, "eui.36344d30528000020025" "38b500000002",
+@pytest.mark.parametrize("identity", ["%s:2" % SERIAL, "eui.36344d3052800002002538b500000002",
                                       "36344d30-5280-0002-0025-38b500000002", "0025 38b5 0000 0002"])
 def test_the_namespaces_own_identity_allows_it(tmp_path: Path, node: Path, identity: str) -> None:
     _lay, actions = plan(tmp_path, nvme_raw(node, "nvme0n2"), [identity])
@@ -94,7 +94,7 @@ def test_kernel_names_are_refused_by_the_spec_and_the_module(tmp_path: Path, nod
     from storagefakes import spec
 
     errors = cluster_spec.validate_spec({"version": 1, "profiles": [{"name": "gpu", "storage": {
-        "devices": ["/dev/disk/by-id/nvme-eui.36344d305280000200253" "8b500000002"],
+        "devices": ["/dev/disk/by-id/nvme-eui.36344d3052800002002538b500000002"],
         "filesystem": {"type": "xfs", "label": "model-cache"}, "mount": {"path": "/mnt/model-cache"},
         "wipe_serials": ["/dev/nvme0n2"]}}]})
     assert [e.path for e in errors] == ["datapath.profiles[0].storage.wipe_serials[0]"], errors
