@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help bootstrap demo test unit interop integration molecule lint sanity build bench \
+.PHONY: help bootstrap demo test unit interop security integration molecule lint sanity build bench \
         lab-up lab-down lab-shell lab-status clean
 
 help:  ## list the targets
@@ -25,7 +25,7 @@ bootstrap:  ## install Debian packages, the pinned .venv and the collections lin
 demo: bootstrap  ## bring up a 4-node lab and run playbooks/site.yml against it
 	@./scripts/demo.sh
 
-test: bootstrap  ## everything CI runs: lint, unit, lab integration, molecule, sanity, build
+test: bootstrap  ## everything CI runs: lint, unit, interop, security, lab integration, molecule, sanity, build
 	@./scripts/test.sh
 
 unit: bootstrap  ## fast unit tests (no root, no lab)
@@ -33,6 +33,9 @@ unit: bootstrap  ## fast unit tests (no root, no lab)
 
 interop: bootstrap  ## the files we write, read by the real programs that read them (docs/interop.md)
 	$(BIN)/pytest -q tests/interop $(PYTEST_ARGS)
+
+security: bootstrap  ## attack tests: hostile neighbours against the real module code (docs/security.md)
+	$(BIN)/pytest -q -m "not lab" tests/security $(PYTEST_ARGS)
 
 integration: bootstrap  ## lab tests through the real kernel and real ansible-playbook
 	$(BIN)/pytest -q -m "lab and not slow" tests/integration $(PYTEST_ARGS)

@@ -26,6 +26,7 @@ import argparse
 import copy
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -87,8 +88,8 @@ def pair_gbit(inventory: str, state: dict[str, Any], tool: str, streams: int, du
     client = state["nodes"]["node1"]["interfaces"][FABRIC]["address"]
     subnet = next(f["subnet"] for f in state["fabrics"] if f["name"] == FABRIC)
     extra = {"probe_common": {"port": PORT, "streams": streams, "duration": duration, "wait": 15.0, "tool": tool,
-                              "allowed_networks": [subnet]},
-             "probe_args": {"node2": {"role": "server", "address": server},
+                              "allowed_networks": [subnet], "token": secrets.token_hex(16)},
+             "probe_args": {"node2": {"role": "server", "address": server, "peer": client},
                             "node1": {"role": "client", "address": server, "source": client}}}
     rc, data, output = playbook(inventory, PAIR_PLAYBOOK, extra)
     probes = {}

@@ -22,6 +22,9 @@ APT_PACKAGES=(
   tuned
   # ansible-test sanity's shellcheck test checks the collection's shell scripts (skipped without it)
   shellcheck
+  # signed commits in pull mode: git verify-commit and ansible-pull --verify-commit check them with
+  # gpg (tests/security make throwaway keys in a temporary GNUPGHOME)
+  gnupg git
 )
 
 missing=()

@@ -26,6 +26,8 @@ stage mypy        "$BIN/mypy" lab/datapath_lab plugins/plugin_utils plugins/filt
 stage ansible-lint "$BIN/ansible-lint" --offline --profile production -q
 stage unit        "$BIN/pytest" -q -n 2 -m "not lab" tests/unit
 stage interop     "$BIN/pytest" -q tests/interop
+# the attack tests of docs/security.md: hostile neighbours against the real module code (loopback, real git)
+stage security    "$BIN/pytest" -q -m "not lab" tests/security
 stage integration "$BIN/pytest" -q --durations=20 -m "lab and not slow" tests/integration tests/unit
 stage molecule    ./scripts/molecule.sh
 stage sanity      ./scripts/sanity.sh

@@ -7,6 +7,12 @@ per local volume class (no provisioner, WaitForFirstConsumer), one PersistentVol
 with node affinity to that host, and/or the ConfigMap of the local static provisioner.
 Documentation: local_volume_manifests.yml next to this file.
 
+A PersistentVolume never hands the directory that holds the published models to pods: its path is
+a directory of its own beside them (``<mount>/<pv_subdir>``, default ``volume``), and a
+``pv_subdir`` that is, holds or lies in the model cache directory is refused. The static
+provisioner's ConfigMap turns whole mount points into volumes, so it is refused for hosts whose
+plan places models on the cache (docs/security.md).
+
 The node affinity matches the label ``kubernetes.io/hostname`` that kubelet sets on its Node:
 kubelet takes ``--hostname-override`` or the machine's hostname (``uname -n``), trims it and
 lowercases it (k8s.io/component-helpers/node/util GetHostname). So the value here is
@@ -28,6 +34,8 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 KINDS = ("storageclass", "pv", "configmap")
+DEFAULT_PV_SUBDIR = "volume"
+DEFAULT_MODELS_DIR = "models"  # the spec's model_cache.directory default
 MANAGED_BY = {"app.kubernetes.io/managed-by": "aiinfra.datapath"}
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 # k8s.io/apimachinery/pkg/util/validation IsDNS1123Subdomain
@@ -91,7 +99,37 @@ def _hostname_label(host: str, hv: Any) -> str:
     return value
 
 
-def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str) -> dict[str, Any] | None:
+def _inside(a: str, b: str) -> bool:
+    """``a`` is ``b`` or lies below it (normalised POSIX paths)."""
+    return a == b or a.startswith(b.rstrip("/") + "/")
+
+
+def models_dir(plan: Any, mount: str) -> str:
+    """The directory that holds the host's published models: the plan's model_cache.cache_dir, else
+    the spec's default directory below the mount (a later run may still place models there)."""
+    cache_dir = _get(_get(plan, "model_cache", {}), "cache_dir")
+    return posixpath.normpath(str(cache_dir) if cache_dir else posixpath.join(mount, DEFAULT_MODELS_DIR))
+
+
+def volume_dir(host: str, plan: Any, mount: str, subdir: Any, what: str, option: str) -> str:
+    """``<mount>/<subdir>``, refused where it is, holds or lies in the model cache directory."""
+    sub = str(subdir or "").strip("/")
+    if not sub or any(part in ("", ".", "..") for part in sub.split("/")):
+        raise AnsibleFilterError(f"{what}: {option} {subdir!r} must be a relative directory below the cache mount "
+                                 "(without '.' or '..'): a directory of its own beside the published models")
+    path = posixpath.normpath(posixpath.join(mount, sub))
+    models = models_dir(plan, mount)
+    if _inside(path, models) or _inside(models, path):
+        raise AnsibleFilterError(
+            f"{what}: {host}: {option} {sub!r} gives pods {path}, which "
+            f"{'is' if path == models else 'holds' if _inside(models, path) else 'lies in'} the model cache "
+            f"directory {models}: pods would write where the published models are read from. Give {option} a "
+            "directory of its own beside it (the default is 'volume')")
+    return path
+
+
+def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str,
+          pv_subdir: str = DEFAULT_PV_SUBDIR) -> dict[str, Any] | None:
     plan = _first(hv, "k8s_manifests_plan", "k8s_node_manifests_plan") or _get(hv, "datapath_plan")
     if plan is None:
         raise AnsibleFilterError(
@@ -100,11 +138,19 @@ def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str) -> dict[
     if not storage:
         return None
     k8s = _get(plan, "nfd_labels", {})
+    mount = posixpath.normpath(str(storage["mount"]["path"]))
+    if "configmap" in kinds and _get(plan, "model_cache"):
+        raise AnsibleFilterError(
+            f"local_volume_manifests: {host} holds models on its cache ({models_dir(plan, mount)}), and the local "
+            "static provisioner turns the whole mount point into a volume that pods may write: leave configmap "
+            "out of k8s_manifests_kinds for it (the pv kind gives a directory beside the models)")
     node = {
         "host": host,
         "node_name": _hostname_label(host, hv) if "pv" in kinds else None,
         "class": str(_get(k8s, "local_volume_class", default_class)),
         "path": str(storage["mount"]["path"]).rstrip("/"),
+        "volume": volume_dir(host, plan, mount, pv_subdir, "local_volume_manifests", "pv_subdir")
+        if "pv" in kinds else None,
         "fstype": str(_get(_get(storage, "filesystem", {}), "type", "xfs")),
         "capacity": None,
     }
@@ -125,7 +171,7 @@ def _node(host: str, hv: Any, kinds: Sequence[str], default_class: str) -> dict[
 def local_volume_manifests(hosts: Any, hostvars: Any, kinds: Any = ("storageclass", "pv"),
                            default_class: str = "local-nvme", namespace: str = "kube-system",
                            configmap_name: str = "local-provisioner-config",
-                           reclaim_policy: str = "Retain") -> list[dict[str, Any]]:
+                           reclaim_policy: str = "Retain", pv_subdir: str = DEFAULT_PV_SUBDIR) -> list[dict[str, Any]]:
     """[{file, kind, name, object}] sorted by file name; one Kubernetes object per entry."""
     if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Sequence):
         raise AnsibleFilterError("local_volume_manifests: input must be a list of hosts (ansible_play_hosts)")
@@ -137,7 +183,7 @@ def local_volume_manifests(hosts: Any, hostvars: Any, kinds: Any = ("storageclas
         raise AnsibleFilterError("local_volume_manifests: reclaim_policy must be Retain or Delete")
     nodes = []
     for host in sorted(str(h) for h in hosts):
-        node = _node(host, hostvars[host], kinds, default_class)
+        node = _node(host, hostvars[host], kinds, default_class, pv_subdir)
         if node is not None:
             nodes.append(node)
 
@@ -182,7 +228,7 @@ def local_volume_manifests(hosts: Any, hostvars: Any, kinds: Any = ("storageclas
                     "accessModes": ["ReadWriteOnce"],
                     "persistentVolumeReclaimPolicy": reclaim_policy,
                     "storageClassName": node["class"],
-                    "local": {"path": node["path"]},
+                    "local": {"path": node["volume"]},
                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [node["node_name"]]},
                     ]}]}},

@@ -36,6 +36,7 @@ from ansible_collections.aiinfra.datapath.plugins.filter.k8s import (
     _get,
     _hostname_label,
     _quantity,
+    volume_dir,
 )
 
 API_VERSION = "serving.kserve.io/v1alpha1"
@@ -95,8 +96,10 @@ def kserve_manifests(hosts: Any, hostvars: Any, subdir: str = "kserve", label_pr
         if capacity is None:
             capacity = _get(_get(_first(hv, "nfd_labels_result") or {}, "cache", {}), "size_bytes")
         cache = _get(plan, "model_cache", {})
+        mount = posixpath.normpath(str(storage["mount"]["path"]))
         node = {"host": host, "node_name": _hostname_label(host, hv),
-                "path": posixpath.join(str(storage["mount"]["path"]).rstrip("/"), subdir),
+                # KServe's node agent writes (and deletes) there: never the model_cache directory
+                "path": volume_dir(host, plan, mount, subdir, "kserve_manifests", "subdir"),
                 "capacity": None if capacity is None else _bytes(_quantity(capacity, host)),
                 "reserve": int(_get(cache, "reserve_bytes", 0) or 0)}
         classes.setdefault(cls, []).append(node)

@@ -43,6 +43,15 @@ def fabric_address(hostvars: Any, host: str, fabric: str, addresses_var: str = "
     return str(address) if address else None
 
 
+def fabric_subnets(hostvars: Any, host: str, fabric: str, spec_var: str = "datapath") -> list[str]:
+    """The fabric's subnets from the spec the host sees (``datapath``): path_check pings only inside
+    them (empty: the module refuses the target, naming the fix)."""
+    for entry in _get(_get(_host(hostvars, host), spec_var, {}), "fabrics", []) or []:
+        if _get(entry, "name") == fabric:
+            return [str(s) for s in _get(entry, "subnets", []) or []]
+    return []
+
+
 def _fabric_ifname(hostvars: Any, host: str, fabric: str) -> str | None:
     lab = _get(_get(_host(hostvars, host), "datapath_lab_interfaces", {}), fabric, {})
     name = _get(lab, "ifname")
@@ -90,7 +99,7 @@ def path_targets(interfaces: Any, hostvars: Any, hosts: Any, host: str, mode: st
         peers = [{"name": h, "address": fabric_address(hostvars, h, fabric, addresses_var)} for h in others]
         interface = _get(item, "name") or _fabric_ifname(hostvars, host, fabric)
         targets.append({"fabric": fabric, "mtu": int(_get(item, "mtu", 1500)), "interface": interface,
-                        "source": mine, "peers": peers})
+                        "source": mine, "peers": peers, "subnets": fabric_subnets(hostvars, host, fabric)})
     return targets
 
 

@@ -36,7 +36,7 @@ DROP_IN_HEADER = (
 )
 GRUBBY_DIFF = "grubby default kernel args"
 # The drop-in is sourced by sh: an argument must not be able to leave its quotes.
-SAFE_ARG = re.compile(r"^[A-Za-z0-9_.,:=+/@%-][A-Za-z0-9_.,:=+/@%~^-]*$")
+SAFE_ARG = re.compile(r"^[A-Za-z0-9_.,:=+/@%-][A-Za-z0-9_.,:=+/@%~^-]*\Z")
 
 
 class CmdlineError(CapabilityError):
@@ -91,7 +91,7 @@ def grub_assignments(text):
     """Tokens assigned to GRUB_CMDLINE_LINUX(_DEFAULT) in a grub defaults file."""
     tokens = []
     for line in (text or "").splitlines():
-        match = re.match(r'^\s*(?:export\s+)?GRUB_CMDLINE_LINUX(?:_DEFAULT)?=(["\']?)(.*)\1\s*$', line)
+        match = re.match(r'^\s*(?:export\s+)?GRUB_CMDLINE_LINUX(?:_DEFAULT)?=(["\']?)(.*)\1\s*\Z', line)
         if match:
             tokens.extend(t for t in split_cmdline(match.group(2)) if not t.startswith("$"))
     return tokens
@@ -219,7 +219,7 @@ class Grubby(Bootloader):
         _rc, out, _err = self.runner.run([self.runner.which("grubby") or "grubby", "--info=DEFAULT"])
         args = ""
         for line in out.splitlines():
-            match = re.match(r'^args="?(.*?)"?$', line.strip())
+            match = re.match(r'^args="?(.*?)"?\Z', line.strip())
             if match:
                 args = match.group(1)
         return {"file": raw, "saved": saved, "current": split_cmdline(args)}

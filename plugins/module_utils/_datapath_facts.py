@@ -43,9 +43,11 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware imp
     parse_devlink_info,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology import NodeTopology
+from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
     boot_values_with_tuned,
     canonical_name,
+    key_error,
     read_key,
 )
 
@@ -144,6 +146,12 @@ class DatapathFacts(Capability):
         self.notes = []
         self._tools = {}
 
+    def validate(self):
+        # a key that resolves outside /proc/sys is refused before anything is read (never "unavailable")
+        errors = [why for why in (key_error(name) for name in self.params.get("sysctl_keys") or []) if why]
+        if errors:
+            raise CapabilityError("datapath_facts: sysctl_keys: %s" % "; ".join(errors), errors=errors)
+
     def read(self):
         return self.collect()
 
@@ -184,7 +192,7 @@ class DatapathFacts(Capability):
         default_kb = meminfo.get("Hugepagesize")
         pools = {}
         for entry in self.host.listdir(HUGEPAGES_ROOT):
-            match = re.match(r"^hugepages-(\d+)kB$", entry)
+            match = re.match(r"^hugepages-(\d+)kB\Z", entry)
             if not match:
                 continue
             kb = int(match.group(1))
@@ -230,7 +238,7 @@ class DatapathFacts(Capability):
     def memory(self):
         meminfo = parse_meminfo(self.host.read_raw("/proc/meminfo"))
         total = meminfo.get("MemTotal")
-        nodes = [e for e in self.host.listdir(NODE_ROOT) if re.match(r"^node\d+$", e)]
+        nodes = [e for e in self.host.listdir(NODE_ROOT) if re.match(r"^node\d+\Z", e)]
         return (total * 1024 if total is not None else None), (len(nodes) or None)
 
     def _names(self):

@@ -45,18 +45,18 @@ class DcbError(CapabilityError):
 
 def dscp_value(token):
     token = str(token)
-    if re.match(r"^[0-9]{1,2}$", token) and int(token) < 64:
+    if re.match(r"^[0-9]{1,2}\Z", token) and int(token) < 64:
         return int(token)
     if token.upper() in DSCP_NAMES:
         return DSCP_NAMES[token.upper()]
-    if re.match(r"^0[xX][0-9a-fA-F]{1,2}$", token) and int(token, 16) < 64:
+    if re.match(r"^0[xX][0-9a-fA-F]{1,2}\Z", token) and int(token, 16) < 64:
         return int(token, 16)
     raise DcbError("unknown DSCP name %r" % token)
 
 
 def _index(token, limit):
     """A decimal index below ``limit`` (a priority, a TC); ValueError otherwise."""
-    if not re.match(r"^[0-9]{1,3}$", token) or int(token) >= limit:
+    if not re.match(r"^[0-9]{1,3}\Z", token) or int(token) >= limit:
         raise ValueError("%r is not a number below %d" % (token, limit))
     return int(token)
 
@@ -64,7 +64,7 @@ def _index(token, limit):
 def _scalar(value):
     if value in ("on", "off"):
         return value == "on"
-    return int(value) if re.match(r"^[0-9]{1,18}$", value) else value
+    return int(value) if re.match(r"^[0-9]{1,18}\Z", value) else value
 
 
 def parse_text(text):

@@ -70,7 +70,7 @@ def memory_facts(meminfo, node_entries):
     /proc/meminfo and the names in /sys/devices/system/node (the action reads them by one shell
     command; datapath_run reads them itself to check the facts a kept plan assumed)."""
     total = parse_meminfo(meminfo).get("MemTotal")
-    count = len([name for name in node_entries if re.match(r"^node\d+$", name)])
+    count = len([name for name in node_entries if re.match(r"^node\d+\Z", name)])
     return {"gathered": ["memory"], "memory_bytes": total * 1024 if total is not None else None,
             "numa_nodes": count or None}
 
@@ -82,14 +82,14 @@ def parse_meminfo(text):
             continue
         name, rest = line.split(":", 1)
         fields = rest.split()
-        if fields and re.match(r"^[0-9]{1,20}$", fields[0]):
+        if fields and re.match(r"^[0-9]{1,20}\Z", fields[0]):
             info[name.strip()] = int(fields[0])
     return info
 
 
 def parse_pagesize(text):
     """``2M`` / ``1024M`` / ``1G`` / ``2048k`` (hugetlbfs mount option) -> kB."""
-    match = re.match(r"^([0-9]{1,15})([kKmMgG])?[bB]?$", text.strip())
+    match = re.match(r"^([0-9]{1,15})([kKmMgG])?[bB]?\Z", text.strip())
     if not match:
         return None
     number = int(match.group(1))
@@ -99,7 +99,7 @@ def parse_pagesize(text):
 
 def _int(host, path):
     text = host.read(path)
-    if text is None or not re.match(r"^-?[0-9]{1,20}$", text.strip()):
+    if text is None or not re.match(r"^-?[0-9]{1,20}\Z", text.strip()):
         return None
     return int(text)
 
@@ -119,7 +119,7 @@ def parse_mounts(text):
 def resolve_id(value, kind):
     """Owner / group name or number -> numeric id (on the node)."""
     text = str(value)
-    if re.match(r"^[0-9]{1,10}$", text):
+    if re.match(r"^[0-9]{1,10}\Z", text):
         return int(text)
     try:
         if kind == "owner":
@@ -149,7 +149,7 @@ class Pool(object):
         self.surplus = _int(self.host, self.dir + "/surplus_hugepages") or 0
         self.nodes = {}
         for entry in self.host.listdir(NODE_ROOT):
-            match = re.match(r"^node(\d+)$", entry)
+            match = re.match(r"^node(\d+)\Z", entry)
             if not match:
                 continue
             base = NODE_POOL_DIR % (match.group(1), self.kb)
@@ -322,9 +322,9 @@ class HugePages(Capability):
             targets = {}
             for node, count in per_node.items():
                 node = str(node)
-                if isinstance(count, str) and re.match(r"^[0-9]{1,15}$", count.strip()):
+                if isinstance(count, str) and re.match(r"^[0-9]{1,15}\Z", count.strip()):
                     count = int(count)
-                if not re.match(r"^[0-9]{1,6}$", node) or not isinstance(count, int) or isinstance(count, bool) \
+                if not re.match(r"^[0-9]{1,6}\Z", node) or not isinstance(count, int) or isinstance(count, bool) \
                         or count < 0:
                     problems.append("%s: per_node needs node number -> count >= 0, got %r: %r"
                                     % (where, node, count))

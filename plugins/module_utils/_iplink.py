@@ -20,7 +20,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import Ca
 
 SYS_NET = "/sys/class/net"
 ETH_MIN_MTU = 68
-PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
 # ethtool's driver name of virtual devices (what udev's Driver= sees; no sysfs driver link)
 KIND_DRIVERS = {"veth": "veth", "bond": "bonding", "bridge": "bridge", "vlan": "802.1Q VLAN Support",
                 "dummy": "dummy", "macvlan": "macvlan", "ipvlan": "ipvlan", "vxlan": "vxlan", "tun": "tun",

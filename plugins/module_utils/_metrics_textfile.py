@@ -39,9 +39,9 @@ PREFIX = "aiinfra_datapath_"
 FILE_MODE = 0o644
 TYPES = ("gauge", "counter", "untyped")
 # https://prometheus.io/docs/concepts/data_model/#metric-names-and-labels
-_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_SOURCE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_SOURCE = re.compile(r"^[a-z0-9][a-z0-9_]*\Z")
 # node_exporter refuses a textfile whose sample carries a timestamp, and a family whose name a
 # histogram or summary would claim needs their exposition rules; neither is offered here.
 _RESERVED_SUFFIXES = ("_bucket", "_created")

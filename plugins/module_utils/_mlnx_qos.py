@@ -24,7 +24,7 @@ NPRIO = 8
 _TC = re.compile(r"^tc:\s*([0-9]+)\s+ratelimit:\s*([^,]+),\s*tsa:\s*(\w+)(?:,\s*bw:\s*([0-9]+)%)?")
 _PRIO_OF_TC = re.compile(r"^priority:\s*([0-9]+)")
 _DSCP_ROW = re.compile(r"^prio:\s*([0-9]+)\s+dscp:\s*([0-9,\s]*)")
-_BIT = re.compile(r"^[01]$")
+_BIT = re.compile(r"^[01]\Z")
 
 
 class MlnxQosError(CapabilityError):
@@ -55,7 +55,7 @@ def parse_show(text):
                 state["trust"] = line.split(":", 1)[1].strip().lower() or None
             elif line.startswith("Cable len:"):
                 value = line.split(":", 1)[1].strip()
-                state["cable_len"] = _number(value, 1 << 32) if re.match(r"^[0-9]+$", value) else value
+                state["cable_len"] = _number(value, 1 << 32) if re.match(r"^[0-9]+\Z", value) else value
             elif _DSCP_ROW.match(line):
                 m = _DSCP_ROW.match(line)
                 prio = _number(m.group(1), NPRIO)
@@ -87,7 +87,7 @@ def parse_show(text):
 
 def _number(text, limit):
     """A decimal field below ``limit``; ValueError otherwise (garbled output)."""
-    if not re.match(r"^[0-9]{1,12}$", text or ""):
+    if not re.match(r"^[0-9]{1,12}\Z", text or ""):
         raise ValueError("%r is not a number" % (text,))
     value = int(text)
     if value >= limit:

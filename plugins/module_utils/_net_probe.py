@@ -10,7 +10,9 @@ node's /proc/net/snmp and /proc/net/netstat are read (deltas) and its socket-buf
 recorded. Engines: ``_net_probe_builtin`` (sockets and threads) or ``_net_probe_iperf3``.
 
 Every address must lie in ``allowed_networks`` (the fabric subnets): anything else fails the
-module in ``validate``, before a socket is opened. A pair that fails (peer unreachable, no
+module in ``validate``, before a socket is opened. A server accepts only its planned ``peer`` and
+the pair's per-run ``token`` (drawn by the controller, given to both sides), and its UDP echo
+answers only that peer. A pair that fails (peer unreachable, no
 client, a peer gone mid-test, iperf3 missing) is ``ok: false`` with ``error``; the module
 itself succeeds so that the run goes on.
 """
@@ -20,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe_builtin as builtin
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe_iperf3 as iperf3
@@ -37,11 +40,12 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_parse 
     summarise_tcp_info,
     tcp_result,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_socket import PairError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_socket import TOKEN_BYTES, PairError
 
 LIMITS = {"streams": (1, 64), "duration": (0.5, 300.0), "wait": (0.5, 600.0),
           "latency_interval": (0.001, 10.0), "port": (1, 65534)}
 SOCKET_BUFFER_MAX = 1 << 30
+TOKEN_RE = re.compile(r"\A[0-9a-f]{%d}\Z" % (2 * TOKEN_BYTES))
 
 
 def networks(cidrs):
@@ -88,12 +92,14 @@ class NetProbe(Capability):
             tool=dict(type="str", default="builtin", choices=["builtin", "iperf3"]),
             allowed_networks=dict(type="list", elements="str", required=True),
             socket_buffer=dict(type="int"),
+            peer=dict(type="str"),
+            token=dict(type="str", required=True, no_log=True),
         )
 
     @classmethod
     def module_spec(cls):
         spec = super(NetProbe, cls).module_spec()
-        spec["required_if"] = [("role", "client", ("source",))]
+        spec["required_if"] = [("role", "client", ("source",)), ("role", "server", ("peer",))]
         return spec
 
     def validate(self):
@@ -106,6 +112,10 @@ class NetProbe(Capability):
             errors.append("max_bytes must be 0 (no cap) or positive")
         if p.get("socket_buffer") is not None and not 4096 <= p["socket_buffer"] <= SOCKET_BUFFER_MAX:
             errors.append("socket_buffer must be 4096-%d bytes" % SOCKET_BUFFER_MAX)
+        if not TOKEN_RE.match(str(p.get("token") or "")):
+            errors.append("token must be the pair's per-run token, %d lowercase hex characters (the measure role "
+                          "draws it with secrets.token_hex(%d) and gives it to both sides)"
+                          % (2 * TOKEN_BYTES, TOKEN_BYTES))
         if errors:
             raise CapabilityError("net_probe: %s" % "; ".join(errors), errors=errors)
         allowed, errors = networks(p["allowed_networks"])
@@ -114,7 +124,8 @@ class NetProbe(Capability):
         if errors:
             raise CapabilityError("net_probe: %s" % "; ".join(errors), errors=errors)
         refused = [why for why in (refusal("address", p["address"], allowed),
-                                   p.get("source") and refusal("source", p["source"], allowed)) if why]
+                                   p.get("source") and refusal("source", p["source"], allowed),
+                                   p.get("peer") and refusal("peer", p["peer"], allowed)) if why]
         if not refused and p.get("source") and (ipaddress.ip_address(p["source"]).version
                                                 != ipaddress.ip_address(p["address"]).version):
             refused.append("source %s and address %s are of different IP versions" % (p["source"], p["address"]))

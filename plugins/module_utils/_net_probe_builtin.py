@@ -5,15 +5,20 @@
 
 Protocol (one client per server run, both bounded by a hard deadline):
 
-* every TCP connection starts with a 16-byte header: magic (``DPNC`` control, ``DPND`` data),
-  an 8-byte session token the client drew, the stream index;
+* every TCP connection starts with a 24-byte header: magic (``DPNC`` control, ``DPND`` data),
+  the run's 16-byte token (drawn by the controller for this pair, ``token``), the stream index;
+  the server accepts a connection only from its planned peer (``peer``) and only with that token
+  (compared in constant time), so a stranger's early connection neither takes the slot nor delays
+  it (another address is closed before anything is read from it);
 * the control connection then carries JSON lines: the client's hello (streams, duration,
   max_bytes), the server's answer, the client's ``done`` (bytes sent) after every stream shut
   its sending side, and the server's confirmation (bytes received) once every stream ended;
 * a data stream carries bytes only, client to server: large ``send`` calls of one memoryview,
   ``recv_into`` one buffer per stream, one thread per stream, Nagle untouched, the node's own
   buffer sysctls unless the caller asks for SO_SNDBUF/SO_RCVBUF;
-* the UDP echo on port + 1 answers every datagram that starts with ``DPNE``; the client sends
+* the UDP echo on port + 1 answers only datagrams from the planned peer with the run's token
+  (``DPNE``); the server only receives, for the planned streams, duration and size (a hello that
+  asks for anything else is refused); the client sends
   one every ``latency_interval`` while the load runs and keeps each answer's round-trip time.
 
 A client that goes away shows on the server as its control connection closing before the
@@ -28,8 +33,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import hmac
 import json
-import os
 import socket
 import struct
 import threading
@@ -56,11 +61,13 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_socket
     now,
     open_echo,
     open_latency,
+    same_address,
 )
 
 MAGIC_CONTROL = b"DPNC"
 MAGIC_DATA = b"DPND"
-HEADER = struct.Struct("!4s8sI")      # magic, session token, stream index
+HEADER = struct.Struct("!4s16sI")     # magic, the run's token, stream index
+HELLO_KEYS = ("streams", "duration", "max_bytes")  # everything a client may ask; nothing else
 CHUNK = 1 << 20                       # bytes per send / recv_into buffer
 STREAMS_WITHIN = 10.0                 # the data streams follow the hello within this
 MAX_LINE = 65536
@@ -243,7 +250,7 @@ def run_client(p):
     """One client run of the built-in probe; a dict of what it measured (PairError on failure)."""
     t0 = now()
     hard = t0 + p["wait"] + p["duration"] + GRACE
-    token = os.urandom(8)
+    token = bytes.fromhex(p["token"])
     stop = threading.Event()
     workers, sockets = [], []
     out = {"bytes": None, "seconds": None, "tcp_infos": [], "latency": None}
@@ -343,20 +350,29 @@ def _listen(address, port, backlog, buffer_size=None):
     return sock
 
 
-def _accept(listener, magic, token, until):
-    """The next connection that sends a valid header; (socket, token, index) or None at ``until``."""
+def _accept(listener, magic, token, until, peer, strangers=None):
+    """The next connection from ``peer`` that sends a valid header with the run's ``token``;
+    (socket, token, index) or None at ``until``. A connection from another address is closed at
+    once, unread; ``strangers`` (a list) collects who was turned away."""
     while now() < until:
         try:
-            sock, _peer = listener.accept()
+            sock, address = listener.accept()
         except socket.timeout:
+            continue
+        if not same_address(address[0], peer):
+            if strangers is not None and len(strangers) < 16:
+                strangers.append(address[0])
+            _close(sock)
             continue
         try:
             got, got_token, index = HEADER.unpack(read_exact(sock, HEADER.size, min(until, now() + 2.0)))
         except (OSError, EOFError, struct.error):
             _close(sock)
             continue
-        if got == magic and (token is None or got_token == token):
+        if got == magic and hmac.compare_digest(got_token, token):
             return sock, got_token, index
+        if strangers is not None and len(strangers) < 16:
+            strangers.append("%s (wrong token)" % address[0])
         _close(sock)
     return None
 
@@ -369,18 +385,21 @@ def run_server(p):
     workers, sockets = [], []
     out = {"bytes": None, "seconds": None, "tcp_infos": [], "latency": None}
     echo = None
+    token = bytes.fromhex(p["token"])
+    strangers = []
     try:
         udp = open_echo(p["address"], p["port"])
         try:  # forked first: no thread runs yet and the child holds no TCP socket
-            echo = Child(echo_loop(udp), hard)
+            echo = Child(echo_loop(udp, p["peer"], token), hard)
         finally:
             udp.close()
         listener = _listen(p["address"], p["port"], p["streams"] + 4, p.get("socket_buffer"))
         sockets.append(listener)
-        hello = _accept(listener, MAGIC_CONTROL, None, t0 + p["wait"])
+        hello = _accept(listener, MAGIC_CONTROL, token, t0 + p["wait"], p["peer"], strangers)
         if hello is None:
-            raise PairError("no client connected to %s:%d within %.0f s" % (p["address"], p["port"], p["wait"]))
-        control, token, _index = hello
+            raise PairError("no client connected to %s:%d within %.0f s%s"
+                            % (p["address"], p["port"], p["wait"], _turned_away(strangers)))
+        control, _token, _index = hello
         sockets.append(control)
         lines = Lines(control)
         try:
@@ -389,7 +408,13 @@ def run_server(p):
             raise PairError("the client closed the control connection before the test: %s" % (exc,))
         if asked is None:
             raise PairError("the client sent no hello")
-        mismatch = [k for k in ("streams", "duration", "max_bytes") if asked.get(k) != p[k]]
+        mismatch = [k for k in HELLO_KEYS if asked.get(k) != p[k]]
+        unknown = sorted(str(k) for k in asked if k not in HELLO_KEYS)
+        if unknown:
+            # the server only receives the planned load: a reverse test, another size or time is not asked here
+            why = "the client asked for %s, which this server does not serve" % ", ".join(unknown)
+            _send_quietly(lines, {"ok": False, "error": why})
+            raise PairError(why)
         if mismatch:
             why = "client and server parameters differ: %s" % ", ".join(
                 "%s %s != %s" % (k, asked.get(k), p[k]) for k in mismatch)
@@ -399,7 +424,7 @@ def run_server(p):
         receivers = []
         until = min(hard, now() + STREAMS_WITHIN)
         while len(receivers) < p["streams"]:
-            got = _accept(listener, MAGIC_DATA, token, until)
+            got = _accept(listener, MAGIC_DATA, token, until, p["peer"], strangers)
             if got is None:
                 break
             sockets.append(got[0])
@@ -443,6 +468,11 @@ def run_server(p):
             out["stuck_threads"] = len(stuck)
         if echo is not None:
             echo.stop()
+
+
+def _turned_away(strangers):
+    return (" (turned away, not the planned peer or without the run's token: %s)" % ", ".join(strangers)
+            if strangers else "")
 
 
 def _send_quietly(lines, message):

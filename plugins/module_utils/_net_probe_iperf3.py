@@ -35,6 +35,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._net_probe_socket
     now,
     open_echo,
     open_latency,
+    same_address,
     wait_for_echo,
 )
 
@@ -124,7 +125,7 @@ def run_server(p, iperf3):
     argv = [iperf3, "-s", "-1", "-J", "-B", p["address"], "-p", str(p["port"])] + _extra(p)
     udp = open_echo(p["address"], p["port"])
     try:
-        echo = Child(echo_loop(udp), hard)
+        echo = Child(echo_loop(udp, p["peer"], bytes.fromhex(p["token"])), hard)
     finally:
         udp.close()
     try:
@@ -132,14 +133,20 @@ def run_server(p, iperf3):
                                             keep_going=(p["wait"], lambda: established(p["port"])))
     finally:
         echo.stop()
-    summary = iperf3_summary(load_iperf3(out), "server")
-    return _why(summary, "server", err, timed_out)
+    summary = _why(iperf3_summary(load_iperf3(out), "server"), "server", err, timed_out)
+    strangers = [host for host in summary.get("remotes") or [] if not same_address(host, p["peer"])]
+    if strangers:
+        # iperf3 accepts whoever connects first (it has no token): what it measured is not the pair's
+        summary.update(ok=False, bytes=None, seconds=None, gbit_per_s=None,
+                       error="iperf3 served %s, not the planned peer %s: result discarded (iperf3 has no per-run "
+                             "token; docs/security.md)" % (", ".join(strangers), p["peer"]))
+    return summary
 
 
 def run_client(p, iperf3):
     t0 = now()
     hard = t0 + p["wait"] + p["duration"] + GRACE
-    token = os.urandom(8)
+    token = bytes.fromhex(p["token"])
     wait_for_echo(p["source"], p["address"], p["port"], token, t0 + p["wait"])
     argv = [iperf3, "-c", p["address"], "-B", p["source"], "-p", str(p["port"]), "-P", str(p["streams"]),
             "-t", str(max(1, int(round(p["duration"])))), "-J"] + _extra(p)

@@ -207,12 +207,14 @@ def iperf3_summary(data, role):
     and the sender's retransmits, RTT and window per stream; the server what it received.
     A field of an unexpected JSON type reads as absent (iperf3 printed something else)."""
     out = {"ok": False, "error": None, "bytes": None, "seconds": None, "gbit_per_s": None,
-           "tcp": tcp_result(), "connected": 0}
+           "tcp": tcp_result(), "connected": 0, "remotes": []}
     if data is None:
         out["error"] = "iperf3 printed no JSON"
         return out
     connected = _obj(data.get("start")).get("connected")
     out["connected"] = len(connected) if isinstance(connected, list) else 0
+    # who the streams were with (the server: its clients; the probe compares them with the planned peer)
+    out["remotes"] = sorted(set(str(c.get("remote_host")) for c in _objects(connected) if c.get("remote_host")))
     end = _obj(data.get("end"))
     received = _obj(end.get("sum_received"))
     if data.get("error"):

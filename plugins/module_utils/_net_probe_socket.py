@@ -1,18 +1,19 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, aiinfra.datapath contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What both engines of the network probe share (stdlib only): the pair error, the deadline
-clock, worker threads that always end, and the UDP latency echo.
+"""What both engines of the network probe share (stdlib only): the pair error, the deadline clock,
+worker threads that always end, and the UDP latency echo.
 
-The server's echo (UDP, TCP port + 1) sends back every datagram that starts with ``DPNE``; the
-client sends one every ``latency_interval`` while the load runs, each with its sequence number
-and send time, and keeps the round-trip time of each answer; answers are counted for
-``DRAIN`` seconds after the load. Echo and prober run in forked child processes (``Child``),
-forked before any thread starts and before the TCP sockets exist, so that their timing does
-not wait for the interpreter lock of the stream threads and they hold no TCP socket. A child
-ends when told, when the module ends (PR_SET_PDEATHSIG and the closed pipe), or at its
-deadline, and is always reaped. ``_finish`` stops the stream threads, wakes the blocked ones
-by shutting their sockets down, joins them and closes every socket, on every path.
+The server's echo (UDP, TCP port + 1) sends back a datagram that starts with ``DPNE`` and the
+run's token, from the planned peer only; the client sends one every ``latency_interval`` while
+the load runs, each with its sequence number and send time, and keeps the round-trip time of
+each answer; answers are counted for ``DRAIN`` seconds after the load. Echo and prober run in
+forked child processes (``Child``), forked before any thread starts and before the TCP sockets
+exist, so that their timing does not wait for the interpreter lock of the stream threads and
+they hold no TCP socket. A child ends when told, when the module ends (PR_SET_PDEATHSIG and the
+closed pipe), or at its deadline, and is always reaped. ``_finish`` stops the stream threads,
+wakes the blocked ones by shutting their sockets down, joins them and closes every socket, on
+every path.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ctypes
+import hmac
 import json
 import os
 import select
@@ -30,7 +32,8 @@ import threading
 import time
 
 MAGIC_ECHO = b"DPNE"
-ECHO = struct.Struct("!4s8sId")       # magic, session token, sequence, send time (client clock)
+ECHO = struct.Struct("!4s16sId")      # magic, the run's token, sequence, send time (client clock)
+TOKEN_BYTES = 16                      # the per-run token the controller draws (secrets.token_hex(16))
 IO_TIMEOUT = 0.25                     # how often a blocked stream thread looks at the clock
 GRACE = 5.0                           # hard deadline = wait + duration + GRACE
 DRAIN = 1.0                           # late echo answers counted this long after the load
@@ -161,8 +164,18 @@ class Child(object):
         return self.report
 
 
-def echo_loop(sock):
-    """The server's echo: send every probe datagram back where it came from."""
+def same_address(a, b):
+    """Two IP addresses are the same host (``::ffff:198.18.1.11`` is ``198.18.1.11``)."""
+    def plain(text):
+        text = str(text).split("%", 1)[0]
+        return text[7:] if text.lower().startswith("::ffff:") and "." in text else text
+    return plain(a) == plain(b)
+
+
+def echo_loop(sock, peer, token):
+    """The server's echo: send a probe datagram back only when it comes from the planned ``peer``
+    and carries the run's ``token`` (a stranger's datagram, or one with a forged source of another
+    host, gets no answer from here)."""
     def loop(ctl, until):
         sock.setblocking(False)
         echoed = 0
@@ -173,12 +186,13 @@ def echo_loop(sock):
             if sock not in ready:
                 continue
             try:
-                data, peer = sock.recvfrom(256)
+                data, source = sock.recvfrom(256)
             except OSError:
                 continue
-            if len(data) == ECHO.size and data[:4] == MAGIC_ECHO:
+            if (len(data) == ECHO.size and data[:4] == MAGIC_ECHO and same_address(source[0], peer)
+                    and hmac.compare_digest(data[4:4 + TOKEN_BYTES], token)):
                 try:
-                    sock.sendto(data, peer)
+                    sock.sendto(data, source)
                     echoed += 1
                 except OSError:
                     pass

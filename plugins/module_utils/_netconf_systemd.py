@@ -30,7 +30,7 @@ SEARCH_DIRS = ("/etc/systemd/network", "/run/systemd/network", "/usr/local/lib/s
 OWN_DIR = "/etc/systemd/network"
 DROPIN = "90-aiinfra-mtu.conf"
 DEFAULT_LINK = "99-default.link"
-OWN_LINK = re.compile(r"^10-aiinfra-(.+)\.link$")
+OWN_LINK = re.compile(r"^10-aiinfra-(.+)\.link\Z")
 DEFAULT_POLICIES = ("NamePolicy=keep kernel database onboard slot path",
                     "AlternativeNamesPolicy=database onboard slot path", "MACAddressPolicy=persistent")
 # [Match] keys per file type -> the device fact they test (systemd 252, link-config-gperf.gperf
@@ -166,7 +166,7 @@ def _glob_test(value):
 
 def normal_mac(text):
     digits = re.sub(r"[:.\-]", "", (text or "").lower())
-    return digits if re.match(r"^[0-9a-f]{12}$", digits) else None
+    return digits if re.match(r"^[0-9a-f]{12}\Z", digits) else None
 
 
 def _key_result(key, fact, patterns, facts):

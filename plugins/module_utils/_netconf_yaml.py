@@ -105,7 +105,7 @@ def _double(text, i, number):
                 continue
             if code in HEX_ESCAPES:
                 digits = text[i + 2:i + 2 + HEX_ESCAPES[code]]
-                if len(digits) != HEX_ESCAPES[code] or not re.match(r"^[0-9a-fA-F]+$", digits):
+                if len(digits) != HEX_ESCAPES[code] or not re.match(r"^[0-9a-fA-F]+\Z", digits):
                     raise YamlSubsetError(number, "a bad \\%s escape" % code)
                 out.append(chr(int(digits, 16)))
                 i += 2 + len(digits)

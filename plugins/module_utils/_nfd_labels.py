@@ -173,7 +173,7 @@ class NfdLabels(Capability):
         pools = {}
         base = "/sys/kernel/mm/hugepages"
         for entry in self.root.listdir(base):
-            match = re.match(r"^hugepages-(\d+)kB$", entry)
+            match = re.match(r"^hugepages-(\d+)kB\Z", entry)
             if not match:
                 continue
             count = self.root.read("%s/%s/nr_hugepages" % (base, entry), default="0")

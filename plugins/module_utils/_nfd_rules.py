@@ -18,8 +18,8 @@ import re
 
 # Kubernetes label syntax (k8s.io/apimachinery/pkg/util/validation: IsQualifiedName,
 # IsValidLabelValue, IsDNS1123Subdomain).
-_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 # node-feature-discovery's label rules, ported from kubernetes-sigs/node-feature-discovery v0.18.3
 # (the rules are the same on master as of v0.20.0-devel):

@@ -51,8 +51,8 @@ NODE_DIR = "/sys/devices/system/node"
 RANK = dict((name, index) for index, name in enumerate(RELATIONS))
 UNKNOWN = "unknown"
 
-_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-_HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
+_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
+_HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}\Z")
 
 # Vendors whose display-class functions (VGA 0x0300, other 0x0380) are accelerators; any vendor's
 # 3D controller (0x0302) is one. A BMC's VGA (ASPEED) is not.
@@ -219,7 +219,7 @@ class NodeTopology(Capability):
     def _numa_nodes(self, notes):
         nodes = {}
         for entry in self.root.listdir(NODE_DIR):
-            if re.match(r"^node\d+$", entry):
+            if re.match(r"^node\d+\Z", entry):
                 cpulist = self._read("%s/%s/cpulist" % (NODE_DIR, entry), notes)
                 nodes[int(entry[4:])] = cpulist or ""
         return dict((key, nodes[key]) for key in sorted(nodes))

@@ -35,7 +35,7 @@ ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "E
 
 def normalize_bdf(text):
     """``01:00.0`` / ``0000:01:00.0`` / ``00000000:01:00.0`` -> ``0000:01:00.0`` (lower case), or None."""
-    match = re.match(r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*$", text or "")
+    match = re.match(r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*\Z", text or "")
     if not match:
         return None
     domain = int(match.group(1) or "0", 16)
@@ -92,7 +92,7 @@ def parse_lspci_vvv(text):
         stripped = line.strip()
         if stripped.startswith("NUMA node:"):
             value = stripped.split(":", 1)[1].strip()
-            current["numa_node"] = int(value) if re.match(r"^-?[0-9]{1,6}$", value) else None
+            current["numa_node"] = int(value) if re.match(r"^-?[0-9]{1,6}\Z", value) else None
         elif stripped.startswith("Capabilities:") and "<access denied>" in stripped:
             current["config_access"] = False
         elif stripped.startswith("Capabilities:"):
@@ -143,7 +143,7 @@ def parse_topo_matrix(text):
     lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in (text or "").splitlines()]
     legend = {}
     for line in lines:
-        match = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
+        match = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*\Z", line)
         if match:
             legend[match.group(1)] = match.group(2)
     header = None
@@ -160,13 +160,13 @@ def parse_topo_matrix(text):
     device_columns = [c for c in columns if c not in ("CPU_Affinity", "NUMA_Affinity", "GPU_NUMA_ID")]
     result = {"gpus": [], "nics": [], "gpu_nic": {}, "cpu_affinity": {}, "numa_affinity": {}}
     for column in device_columns:
-        if re.match(r"^GPU[0-9]{1,6}$", column):
+        if re.match(r"^GPU[0-9]{1,6}\Z", column):
             result["gpus"].append(int(column[3:]))
         else:
             result["nics"].append(legend.get(column, column))
     for line in lines[header + 1:]:
         fields = line.split()
-        if not fields or not re.match(r"^GPU[0-9]{1,6}$", fields[0]):
+        if not fields or not re.match(r"^GPU[0-9]{1,6}\Z", fields[0]):
             if fields and fields[0] == "Legend:":
                 break
             continue
@@ -176,7 +176,7 @@ def parse_topo_matrix(text):
         for position, column in enumerate(device_columns):
             if position >= len(values):
                 break
-            if not re.match(r"^GPU[0-9]{1,6}$", column):
+            if not re.match(r"^GPU[0-9]{1,6}\Z", column):
                 relations[legend.get(column, column)] = values[position]
         result["gpu_nic"][gpu] = relations
         extra = values[len(device_columns):]
@@ -221,9 +221,9 @@ def parse_nvidia_smi_xml(text):
             "pci": bus,
             "name": _xml_text(gpu, "product_name"),
             "link": {
-                "speed": GEN_SPEED.get(int(gen)) if gen and re.match(r"^[0-9]{1,2}$", gen) else None,
+                "speed": GEN_SPEED.get(int(gen)) if gen and re.match(r"^[0-9]{1,2}\Z", gen) else None,
                 "width": parse_width(width) if width else None,
-                "max_speed": GEN_SPEED.get(int(max_gen)) if max_gen and re.match(r"^[0-9]{1,2}$", max_gen) else None,
+                "max_speed": GEN_SPEED.get(int(max_gen)) if max_gen and re.match(r"^[0-9]{1,2}\Z", max_gen) else None,
                 "max_width": parse_width(max_width) if max_width else None,
             },
         })
@@ -238,7 +238,7 @@ def parse_cpulist(text):
         part = part.strip()
         if not part:
             continue
-        match = re.match(r"^([0-9]{1,7})(?:-([0-9]{1,7}))?$", part)
+        match = re.match(r"^([0-9]{1,7})(?:-([0-9]{1,7}))?\Z", part)
         if not match:
             return []
         start = int(match.group(1))

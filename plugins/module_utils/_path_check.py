@@ -78,6 +78,36 @@ def parse_ping(rc, out, err):
     return result
 
 
+def subnet_errors(where, target):
+    """Why a target would ping outside its fabric: every peer address (and the source address) must be
+    an IP literal inside one of the target's ``subnets`` (the fabric's, from the spec)."""
+    if not target.get("subnets"):
+        return ["%s: subnets is required: the fabric's subnets (CIDR) from the spec; path_check never pings "
+                "an address outside them" % where]
+    networks, errors = [], []
+    for text in target["subnets"]:
+        try:
+            networks.append(ipaddress.ip_network(text, strict=False))
+        except ValueError as exc:
+            errors.append("%s: subnets: %r is not a network (%s)" % (where, text, exc))
+    if errors:
+        return errors
+    checks = [("peer %s" % peer["name"], peer["address"]) for peer in target.get("peers") or []]
+    if target.get("source"):
+        checks.append(("source", target["source"]))
+    for what, value in checks:
+        try:
+            address = ipaddress.ip_address(str(value).split("/", 1)[0])
+        except ValueError:
+            errors.append("%s: %s address %r is not an IP address (names are not resolved: give the fabric "
+                          "address)" % (where, what, value))
+            continue
+        if not any(address.version == net.version and address in net for net in networks):
+            errors.append("%s: %s address %s is outside the fabric's subnets (%s); refused, nothing was sent"
+                          % (where, what, value, ", ".join(str(n) for n in networks)))
+    return errors
+
+
 def probe_sizes(mtu, extra):
     """The fabric MTU and every extra size below it, largest first, without duplicates."""
     sizes = set([mtu])
@@ -147,6 +177,7 @@ class PathCheck(Capability):
                 mtu=dict(type="int", required=True),
                 interface=dict(type="str"),
                 source=dict(type="str"),
+                subnets=dict(type="list", elements="str"),
                 peers=dict(type="list", elements="dict", default=[], options=dict(
                     name=dict(type="str", required=True),
                     address=dict(type="str", required=True),
@@ -167,6 +198,7 @@ class PathCheck(Capability):
             where = "targets[%d] (fabric %s)" % (index, target["fabric"])
             if not MTU_MIN <= target["mtu"] <= MTU_MAX:
                 errors.append("%s: mtu %d is outside %d-%d" % (where, target["mtu"], MTU_MIN, MTU_MAX))
+            errors.extend(subnet_errors(where, target))
         if p["count"] < 1:
             errors.append("count must be at least 1")
         if p["timeout"] < 1:

@@ -77,7 +77,7 @@ for _p in _PRIO:
                                            "on the lossless one, PFC is not working" % _p)
 
 SOURCES = ("ethtool", "counters", "hw_counters")
-_IFNAME = re.compile(r"^[^/\s:]{1,15}$")
+_IFNAME = re.compile(r"^[^/\s:]{1,15}\Z")
 
 
 def meaning(name):
@@ -95,7 +95,7 @@ def parse_ethtool_stats(text):
     for line in (text or "").splitlines():
         name, sep, value = line.rpartition(":")
         name, value = name.strip(), value.strip()
-        if not sep or not name or not re.match(r"^-?[0-9]{1,20}$", value):  # a counter is a u64
+        if not sep or not name or not re.match(r"^-?[0-9]{1,20}\Z", value):  # a counter is a u64
             continue
         stats[name] = int(value)
     return stats
@@ -109,7 +109,7 @@ def parse_counter_listing(text):
 def parse_counter_value(text):
     """One sysfs counter file -> int, or None (``N/A (no PMA)``, empty, unreadable text)."""
     text = (text or "").strip()
-    return int(text) if re.match(r"^[0-9]{1,20}$", text) else None
+    return int(text) if re.match(r"^[0-9]{1,20}\Z", text) else None
 
 
 def _delta_block(before, after):

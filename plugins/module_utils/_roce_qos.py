@@ -175,7 +175,7 @@ class RoceDevice(object):
         if len(ports) == 1:
             return ports[0]
         dev_port = self.host.read(self.net + "/dev_port", "0")
-        return str(int(dev_port) + 1) if re.match(r"^[0-9]{1,6}$", dev_port) else "1"
+        return str(int(dev_port) + 1) if re.match(r"^[0-9]{1,6}\Z", dev_port) else "1"
 
     def ecn_path(self, point, prio):
         return "%s/ecn/roce_%s/enable/%d" % (self.net, point, prio)
@@ -446,7 +446,7 @@ class RoceQos(Capability):
         self._dcbx_owner(row, have, tools, quiet)
         if want.get("roce_mtu"):
             mtu = self.root.read("%s/%s/mtu" % (SYS_NET, name), "")
-            note = roce_mtu_note(name, mtu, want["roce_mtu"]) if re.match(r"^[0-9]{1,7}$", mtu) else None
+            note = roce_mtu_note(name, mtu, want["roce_mtu"]) if re.match(r"^[0-9]{1,7}\Z", mtu) else None
             if note:
                 notes.append(note)
         actions += sys_actions

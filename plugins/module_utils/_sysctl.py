@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import fnmatch
 import os
+import re
 import stat
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import (
@@ -56,8 +57,33 @@ class SysctlError(CapabilityError):
     """A sysctl key the kernel refuses, or a profile that cannot be applied as asked."""
 
 
+# One component of a key's path below /proc/sys (after the dotted name's '/' became '.'): no
+# whitespace, '=' (sysctl.d's separator) or control character; '.' and '..' are refused apart.
+_KEY_COMPONENT = re.compile(r"\A[^\s=/\x00-\x1f\x7f]{1,255}\Z")
+
+
+def key_error(name):
+    """Why ``name`` does not name a file below /proc/sys (None when it does): empty components,
+    '.' or '..' (also written with slashes, ``net/../../etc``), whitespace, '=' or control characters."""
+    canon = canonical_name(str(name))
+    parts = [part.replace("/", ".") for part in canon.split(".")]
+    if len(parts) < 2 or len(canon) > 512:
+        return "%r is not a sysctl name (at least two components, at most 512 characters)" % (name,)
+    for part in parts:
+        if part in (".", "..") or not _KEY_COMPONENT.match(part):
+            return ("%r does not name a file below /proc/sys (component %r: empty, '.', '..', whitespace, '=' "
+                    "or a control character); refused" % (name, part))
+    return None
+
+
 def proc_path(name):
-    """``net.ipv4.conf.eth0/100.rp_filter`` -> ``/proc/sys/net/ipv4/conf/eth0.100/rp_filter``."""
+    """``net.ipv4.conf.eth0/100.rp_filter`` -> ``/proc/sys/net/ipv4/conf/eth0.100/rp_filter``.
+
+    Raises SysctlError for a name that would resolve outside /proc/sys (:func:`key_error`): every
+    read and write of a key goes through here."""
+    why = key_error(name)
+    if why:
+        raise SysctlError("sysctl key %s" % why, key=str(name))
     parts = [part.replace("/", ".") for part in canonical_name(name).split(".")]
     return "/proc/sys/" + "/".join(parts)
 
@@ -239,6 +265,10 @@ def normalise_keys(raw_keys):
         if (not canon or canon.startswith(".") or ".." in canon or " " in canon
                 or any(ord(c) < 32 or ord(c) == 127 for c in canon)):
             errors.append("%s: not a valid sysctl name" % name)
+            continue
+        why = key_error(name)
+        if why:
+            errors.append("%s: not a valid sysctl name: %s" % (name, why))
             continue
         if not isinstance(spec, dict):
             spec = {"value": spec}

@@ -36,7 +36,7 @@ import configparser
 ACTIVE_PROFILE = "/etc/tuned/active_profile"
 MAIN_CONF = "/etc/tuned/tuned-main.conf"
 DEFAULT_DIRS = ("/usr/lib/tuned", "/usr/lib/tuned/profiles", "/etc/tuned", "/etc/tuned/profiles")
-SAFE_NAME = re.compile(r"^[a-zA-Z0-9_.-]+$")
+SAFE_NAME = re.compile(r"^[a-zA-Z0-9_.-]+\Z")
 # options of a section that configure the plugin instance, not values it sets
 UNIT_OPTIONS = ("devices", "enabled", "priority", "devices_udev_regex", "script_pre", "script_post", "drop",
                 "uname_regex", "cpuinfo_regex")

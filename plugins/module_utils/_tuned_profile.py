@@ -53,7 +53,7 @@ HEADER = (
     "# The node plan's boot-time sysctls, THP and kernel arguments (datapath_backend: tuned).\n"
 )
 CMDLINE_OPTION = "cmdline_aiinfra_datapath"
-SYSCTL_KEY = re.compile(r"^[a-z0-9_-]+(\.[A-Za-z0-9_*-]+){1,8}$")
+SYSCTL_KEY = re.compile(r"^[a-z0-9_-]+(\.[A-Za-z0-9_*-]+){1,8}\Z")
 THP_ENABLED = ("always", "madvise", "never")
 THP_DEFRAG = ("always", "defer", "defer+madvise", "madvise", "never")
 

@@ -57,6 +57,17 @@ description:
     reading a manifest that O(models[].manifest_sha256) does not pin) and C(changed) stays
     false. Updating C(last_used) alone is not a change.
   - Holds the cache lock (O(lock_file)) for the whole run, in check mode as in a real run.
+  - B(Hostile neighbours.) Every path below O(cache_dir) is opened without following symbolic
+    links (directory descriptors walked with C(O_NOFOLLOW|O_DIRECTORY), a new C(.part) created
+    with C(O_EXCL), modes set with C(fchmod)); a link where the cache expects a directory or a
+    file fails the run naming it. O(cache_dir) and every directory below it must be owned by
+    the user the module runs as and not writable by group or others, the directories above it
+    owned by root (or that user) and not writable by others unless sticky; otherwise the module
+    fails and changes nothing. C(.staging) is mode 0700. Redirects are followed only to http(s),
+    never from https to http, at most 5; to another origin without C(Authorization), C(X-Amz-*)
+    or O(headers) (a signed S3 request is refused there). A Content-Length that is not a
+    non-negative number, a body longer than the file's size and a manifest over 16 MiB fail
+    with a message. See docs/security.md.
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:
@@ -79,6 +90,8 @@ options:
       - The models directory on the cache filesystem, for example C(/mnt/model-cache/models).
         An absolute path on the node (this module has no node root).
       - Created (mode O(dir_mode)) when missing; its parent must exist.
+      - It must be owned by the user the module runs as and not writable by group or others,
+        and so must every directory below it; never hand it to pods read-write.
       - C(root) is a deprecated alias (removed in 1.0.0); in the other modules of this collection
         C(root) means the node's filesystem root.
     type: path
@@ -149,9 +162,13 @@ options:
     elements: str
     default: []
   reserve_bytes:
-    description: Free bytes always kept on the cache filesystem.
+    description:
+      - Free bytes always kept on the cache filesystem.
+      - Unset, 1% of the cache filesystem, at least 64 MiB and at most 4 GiB (never 0, so that a
+        wrong size or an endless body stops before the disk is full). V(0) keeps no reserve.
+      - When space is short, partial downloads of versions no longer asked for are removed
+        (V(discard) actions) before any published version is evicted.
     type: int
-    default: 0
   bandwidth_limit:
     description:
       - Per-node cap in bytes per second for the data read from the sources (a token
@@ -166,9 +183,13 @@ options:
     default: true
   verify_existing:
     description:
-      - How an already published version is re-checked. C(size) compares sizes (cheap);
+      - How an already published version is re-checked. C(size) compares sizes and what was
+        recorded of each file when it was verified (inode, size, mtime, ctime), and re-hashes a
+        file where any of it differs (bytes swapped for others of the same size are found);
         C(sha256) re-hashes every file (reads the whole version). A version that fails is
         fetched again and replaces the bad one.
+      - Metadata written before this record existed has none; each such file is re-hashed once
+        and its record kept.
     type: str
     choices: [size, sha256]
     default: size
@@ -208,18 +229,24 @@ options:
     type: int
     default: 3
   validate_certs:
-    description: Whether HTTPS certificates are verified.
+    description:
+      - Whether HTTPS certificates are verified. V(false) prints a warning, and so does a
+        manifest read over plain http (or without certificate checks) that
+        O(models[].manifest_sha256) does not pin.
     type: bool
     default: true
   ca_path:
     description: CA bundle file or directory for HTTPS sources.
     type: path
   file_mode:
-    description: Mode of published files (octal string).
+    description:
+      - Mode of published files (octal string); a mode that lets group or others write is refused.
     type: str
     default: "0644"
   dir_mode:
-    description: Mode of the directories the module creates (octal string).
+    description:
+      - Mode of the directories the module creates (octal string); a mode that lets group or others
+        write is refused.
     type: str
     default: "0755"
   lock_file:
@@ -332,7 +359,8 @@ reserve_bytes:
 actions:
   description:
     - What the module did, or would do in check mode, in order (see docs/architecture.md).
-      V(create) creates O(cache_dir); V(evict) deletes a published version C(name@version)
+      V(create) creates O(cache_dir); V(discard) removes a partial download of a version no
+      longer asked for, to make room; V(evict) deletes a published version C(name@version)
       (destructive); V(replace) names a published version that failed verification and is
       fetched again; V(fetch) downloads and publishes C(name@version); V(adopt) records
       metadata for a version whose files were already in place; V(switch) moves

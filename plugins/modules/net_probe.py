@@ -109,6 +109,23 @@ options:
     type: list
     elements: str
     required: true
+  peer:
+    description:
+      - The server's planned client, its address on the fabric (the client's O(source)). Required for
+        O(role=server). The server accepts TCP connections only from this address (others are closed
+        before anything is read) and its UDP echo answers only it. Must lie in O(allowed_networks).
+    type: str
+  token:
+    description:
+      - The pair's per-run token, 32 lowercase hex characters (16 random bytes), the same on both
+        sides. The measure role draws a new one for every pair and round (C(secrets.token_hex(16))).
+        The client sends it first on every connection and in every echo datagram; the server
+        serves no connection and answers no datagram without it (constant-time comparison).
+      - O(tool=iperf3) cannot send it on the TCP streams (iperf3 has no token); the echo still checks
+        it, and a server run whose iperf3 reports another client than O(peer) fails with that
+        address and its figures discarded; what iperf3 serves a stranger meanwhile is not prevented.
+    type: str
+    required: true
   socket_buffer:
     description:
       - Set C(SO_SNDBUF) and C(SO_RCVBUF) of the test sockets to this many bytes (iperf3 C(-w)).
@@ -130,9 +147,11 @@ EXAMPLES = r"""
   aiinfra.datapath.net_probe: {}
   args: "{{ pair_args[inventory_hostname] }}"
   vars:
-    common: {port: 5201, streams: 4, duration: 5, allowed_networks: [198.18.1.0/24]}
+    # one token per pair and run, drawn on the controller: lookup('ansible.builtin.password', '/dev/null',
+    # chars=['hexdigits'], length=32) | lower, or secrets.token_hex(16) as the measure role does
+    common: {port: 5201, streams: 4, duration: 5, allowed_networks: [198.18.1.0/24], token: "{{ pair_token }}"}
     pair_args:
-      node2: "{{ common | combine({'role': 'server', 'address': '198.18.1.12'}) }}"
+      node2: "{{ common | combine({'role': 'server', 'address': '198.18.1.12', 'peer': '198.18.1.11'}) }}"
       node1: "{{ common | combine({'role': 'client', 'address': '198.18.1.12', 'source': '198.18.1.11'}) }}"
   register: probe
 """

@@ -189,6 +189,15 @@ options:
         device's serial or WWN (C(lsblk -o SERIAL,WWN)); for devices without a serial
         (loop devices) a stable path of the device (C(/dev/loop7), a C(/dev/disk/by-id/)
         link) or a loop device's backing file.
+      - An NVMe namespace is named by its own identity, never by its controller's serial alone
+        (every namespace of a controller has the same serial) - C(<serial>:<nsid>) (for example
+        C(S64RNE0R800002:1); C(/sys/block/nvmeXnY/device/serial) and C(nsid)), its EUI-64 or NGUID
+        (C(/sys/block/nvmeXnY/eui), C(nguid); hex, with or without separators), its WWN
+        (C(/sys/block/nvmeXnY/wwid), as C(lsblk -o WWN) prints it) or a C(/dev/disk/by-id/nvme-<wwid>)
+        link. A bare controller serial is accepted with a deprecation warning while exactly one
+        namespace on the node has it (refused from 1.0.0), and refused when several do.
+      - Kernel names (C(/dev/nvme1n1), C(/dev/sdb)) are refused; they can name another disk after
+        a reboot.
       - A device named here and found C(foreign) gets its signatures, partition table and
         md superblocks erased before the layout is created. Devices that are in use are
         refused even when named here.

@@ -63,6 +63,13 @@ options:
       source:
         description: Source address to send from when O(targets[].interface) is not given.
         type: str
+      subnets:
+        description:
+          - The fabric's subnets (CIDR), from the spec. Required. Every peer address and the source
+            must be an IP address inside one of them, else the module fails before any ping is
+            sent (a role variable or a stray inventory address never makes the node ping elsewhere).
+        type: list
+        elements: str
       peers:
         description: The nodes to ping on this fabric.
         type: list
@@ -118,6 +125,7 @@ EXAMPLES = r"""
       - fabric: rdma
         mtu: 9000
         interface: ens1f0np0
+        subnets: [198.18.1.0/24]
         peers:
           - {name: node2, address: 198.18.1.12}
           - {name: node3, address: 198.18.1.13}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import time
@@ -61,10 +62,11 @@ def subnet(lab: LabHandle) -> str:
 def pair_vars(lab: LabHandle, tool: str, hosts: tuple[str, ...] = ("node1", "node2"),
               server_address: str | None = None, **common: Any) -> dict[str, Any]:
     server = server_address or address(lab, "node2")
-    args = {"node2": {"role": "server", "address": server},
+    # the server serves only its planned client, which presents the pair's per-run token (docs/security.md)
+    args = {"node2": {"role": "server", "address": server, "peer": address(lab, "node1")},
             "node1": {"role": "client", "address": server, "source": address(lab, "node1")}}
     base = {"port": PORT, "streams": 4, "duration": 2.0, "wait": 15.0, "tool": tool,
-            "allowed_networks": [subnet(lab)]}
+            "allowed_networks": [subnet(lab)], "token": secrets.token_hex(16)}
     base.update(common)
     return {"probe_common": base, "probe_args": {h: args[h] for h in hosts}}
 

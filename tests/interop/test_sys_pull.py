@@ -32,10 +32,22 @@ ANSIBLE_PULL = "/opt/aiinfra-datapath/venv/bin/ansible-pull"
 ENV = dict(os.environ, SYSTEMD_LOG_LEVEL="notice", SYSTEMD_PAGER="", LC_ALL="C.UTF-8")
 
 
+def _public_key(tmp_path: Path) -> str:
+    """A throwaway signing key's public half (tests/gpgkeys.py): what pull_mode_verify_keys holds."""
+    sys.path.insert(0, str(Path(REPO) / "tests"))
+    from gpgkeys import make_key
+
+    return make_key(tmp_path / "signer", "fleet")[1]
+
+
 def _render(tmp_path: Path, root: Path, **variables: object) -> Path:
-    """The pull_mode role, run by ansible-playbook on this machine, writing into ``root``."""
+    """The pull_mode role, run by ansible-playbook on this machine, writing into ``root`` (the keyring
+    and the secrets directory too)."""
     unit_dir = root / "etc" / "systemd" / "system"
     unit_dir.mkdir(parents=True, exist_ok=True)
+    variables.setdefault("pull_mode_verify_keys", [_public_key(tmp_path)])
+    variables.setdefault("pull_mode_secrets_dir", str(root / "etc" / "aiinfra-datapath" / "pull"))
+    variables.setdefault("pull_mode_gnupg_home", str(root / "etc" / "aiinfra-datapath" / "pull" / "gnupg"))
     playbook = tmp_path / "pull_mode.yml"
     playbook.write_text("- hosts: gpu-01\n  gather_facts: false\n  roles: [aiinfra.datapath.pull_mode]\n")
     inventory = tmp_path / "hosts.ini"
@@ -82,6 +94,9 @@ def test_service_and_timer_pass_systemd_analyze_verify_and_enable(tmp_path: Path
     assert '"--extra-vars" "datapath_node_name=gpu-01"' in service
     assert '"--skip-tags" "firmware" "playbooks/local.yml"' in service
     assert "ANSIBLE_COLLECTIONS_PATH=/var/lib/aiinfra-datapath/collections" in service
+    # what runs as root is verified: ansible-pull --verify-commit against the keyring the role built
+    assert '"--verify-commit"' in service and f'"GNUPGHOME={root}/etc/aiinfra-datapath/pull/gnupg"' in service
+    assert (root / "etc/aiinfra-datapath/pull/gnupg/pubring.kbx").is_file()
     assert _verify(root, SERVICE) == "rc=0 "
     assert _verify(root, TIMER) == "rc=0 "
 
@@ -111,6 +126,7 @@ def test_odd_characters_in_the_url_are_quoted_for_systemd(tmp_path: Path) -> Non
 
 # --------------------------------------------------------------------------- the DaemonSet
 K8S_VERSIONS = [None, "1.30.0"]     # None: kubernetes-validate's default, the newest it bundles
+IMAGE = "registry.example.net/datapath-ee@sha256:" + "5" * 64   # pinned by digest (a tag is refused)
 PULL_HEADER = "# Rendered by aiinfra.datapath (k8s_manifests.yml, pull mode). Do not edit: re-render instead.\n"
 
 
@@ -153,7 +169,8 @@ def test_k8s_manifests_playbook_renders_a_daemonset_that_validates(tmp_path: Pat
     out = tmp_path / "k8s"
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
     extra = {"k8s_manifests_label_nodes": False, "k8s_manifests_pv_capacity": "3500Gi", "k8s_manifests_pull": True,
-             "k8s_manifests_dir": str(out), "k8s_manifests_kserve": False, "k8s_manifests_pull_max_unavailable": "10%"}
+             "k8s_manifests_dir": str(out), "k8s_manifests_kserve": False, "k8s_manifests_pull_max_unavailable": "10%",
+             "k8s_manifests_pull_image": IMAGE}
     done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
                            os.path.join(REPO, "inventories", "example"), "-e", json.dumps(extra),
                            os.path.join(REPO, "playbooks", "k8s_manifests.yml")],
@@ -163,7 +180,9 @@ def test_k8s_manifests_playbook_renders_a_daemonset_that_validates(tmp_path: Pat
     assert [f.name for f in files] == [
         "aiinfra-datapath-pull-clusterrole.yaml", "aiinfra-datapath-pull-clusterrolebinding.yaml",
         "aiinfra-datapath-pull-configmap-inventory.yaml", "aiinfra-datapath-pull-configmap-script.yaml",
-        "aiinfra-datapath-pull-daemonset.yaml", "aiinfra-datapath-pull-serviceaccount.yaml"]
+        "aiinfra-datapath-pull-daemonset.yaml", "aiinfra-datapath-pull-serviceaccount.yaml",
+        "aiinfra-datapath-pull-validatingadmissionpolicy-own-node.yaml",
+        "aiinfra-datapath-pull-validatingadmissionpolicybinding-own-node.yaml"]
     for version in K8S_VERSIONS:
         _kubernetes_validate(files, version)
 
@@ -196,7 +215,7 @@ def test_git_mode_daemonset_validates_and_rolls_on_a_new_revision(tmp_path: Path
 
     def render(revision: str) -> list[dict]:
         return pull_manifests(["gpu-01"], {"all": ["gpu-01"], "gpu_nodes": ["gpu-01"]}, {"version": 1}, "#!/bin/sh\n",
-                              image="registry.example.net/datapath-ee:0.5.0", source="git",
+                              image=IMAGE, source="git", verify_keys=["-----BEGIN PGP PUBLIC KEY BLOCK-----"],
                               repo_url="https://git.example.net/infra/cluster.git", revision=revision,
                               inventory="inventories/prod", namespace="aiinfra-datapath", max_unavailable=2,
                               node_selector={"nvidia.com/gpu.present": "true"},

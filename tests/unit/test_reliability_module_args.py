@@ -97,7 +97,7 @@ MODULES = {
     "net_probe": (net_probe, lambda r: {
         "role": "client", "address": "198.18.1.12", "source": "198.18.1.11", "port": 5201, "streams": 1,
         "duration": 0.1, "max_bytes": 0, "wait": 0.1, "latency_interval": 0.02, "tool": "builtin",
-        "allowed_networks": ["198.18.0.0/15"], "socket_buffer": 4194304, "root": r}),
+        "allowed_networks": ["198.18.0.0/15"], "socket_buffer": 4194304, "root": r, "token": "0" * 32}),
     "model_cache": (model_cache, lambda r: {
         "cache_dir": r + "/cache", "lock_file": r + "/run/model-cache.lock",
         "models": [{"name": "m", "version": "1", "source": "file:///nonexistent/dp-reliability/m",

@@ -41,7 +41,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
     normalise_models,
     parse_manifest,
 )
-from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import STAGES, Transfer, makedirs
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.safe import DirFd
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import STAGES, Transfer
 
 MODEL_CACHE_LOCK_PATH = "/run/aiinfra-datapath-model-cache.lock"
 CURRENT_SECTION = "current versions"  # the diff section of the switch actions
@@ -57,6 +58,25 @@ def free_bytes(path):
         path = os.path.dirname(path)
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
+
+
+def fs_bytes(path):
+    """Size of the filesystem holding ``path`` (the default reserve is a share of it)."""
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    st = os.statvfs(path)
+    return st.f_blocks * st.f_frsize
+
+
+# The reserve when none is given: 1 % of the cache filesystem, at least 64 MiB and at most 4 GiB,
+# never 0: an endless body or a wrong size stops there instead of filling the node's disk.
+DEFAULT_RESERVE_SHARE = 0.01
+DEFAULT_RESERVE_MIN = 64 << 20
+DEFAULT_RESERVE_MAX = 4 << 30
+
+
+def default_reserve(path):
+    return int(min(max(fs_bytes(path) * DEFAULT_RESERVE_SHARE, DEFAULT_RESERVE_MIN), DEFAULT_RESERVE_MAX))
 
 
 def switch_action(name, before, after):
@@ -100,7 +120,7 @@ class ModelCache(Capability):
                 manifest_sha256=dict(type="str"),
             )),
             pinned=dict(type="list", elements="str", default=[]),
-            reserve_bytes=dict(type="int", default=0),
+            reserve_bytes=dict(type="int"),
             bandwidth_limit=dict(type="int", default=0),
             evict=dict(type="bool", default=True),
             verify_existing=dict(type="str", choices=["size", "sha256"], default="size"),
@@ -140,13 +160,38 @@ class ModelCache(Capability):
                 modes[key] = int(str(value or default), 8)
             except ValueError:
                 raise ModelCacheError("%s %r is not an octal mode" % (key, value))
+            if modes[key] & ~0o777 or modes[key] & 0o022:
+                raise ModelCacheError(
+                    "%s %s would let group or others change the published models (or is not a plain 0-0777 mode); "
+                    "use a mode without group and other write, e.g. %s" % (key, value, default))
         self.items, self.pins = normalise_models(params.get("models"), params.get("pinned"))
-        self.reserve = int(params.get("reserve_bytes") or 0)
+        reserve = params.get("reserve_bytes")
+        self.reserve = default_reserve(cache_dir) if reserve is None else int(reserve)
+        self.warn_insecure_sources()
         self.cache = CacheDir(cache_dir, file_mode=modes["file_mode"], dir_mode=modes["dir_mode"])
         retries = params.get("retries")
         self.transfer = Transfer(retries=3 if retries is None else retries,
                                  rate=int(params.get("bandwidth_limit") or 0),
                                  dir_mode=modes["dir_mode"], warn=self.warn)
+
+    def warn_insecure_sources(self):
+        """What a man in the middle could choose, said once per run (the sha256 of every file still holds)."""
+        params = self.params
+        if params.get("validate_certs") is False and any(i["kind"] in ("http", "s3") for i in self.items):
+            self.warn("validate_certs is false: the TLS certificates of the model sources are not checked, so "
+                      "anyone on the path can answer for them (the files' sha256 still has to match)")
+        endpoint = ((params.get("s3") or {}).get("endpoint_url") or "")
+        for item in self.items:
+            if not item["manifest"] or item["manifest_sha256"]:
+                continue
+            plain = (item["kind"] == "http" and item["source"].startswith("http://")) or (
+                item["kind"] == "s3" and endpoint.startswith("http://"))
+            unchecked = item["kind"] in ("http", "s3") and params.get("validate_certs") is False
+            if plain or unchecked:
+                self.warn("%s: the manifest %s is read %s without manifest_sha256: whoever can change that "
+                          "traffic chooses the files and checksums; pin it with manifest_sha256"
+                          % (item["what"], item["manifest"],
+                             "over plain http" if plain else "without certificate checks"))
 
     # ---- read
     def read(self):
@@ -157,15 +202,16 @@ class ModelCache(Capability):
                                   % parent)
         if self.params.get("require_mount"):
             check_mount(cache_dir, self.params["require_mount"], self.mountinfo)
-        created = not os.path.isdir(self.cache.path)
+        with DirFd(self.cache.root()) as root:  # refuses a tree others can write, or a link for it
+            created = root is None
         verify = self.params.get("verify_existing") or "size"
         models = []
         for item in self.items:
             source = make_source(item, self.params)
             files, manifest_sha = self.resolve_files(item, source)
-            status, reason = self.cache.existing(item, files, verify)
+            status, reason, records = self.cache.check_existing(item, files, verify)
             model = dict(item=item, source=source, files=files, manifest_sha256=manifest_sha, state=status,
-                         reason=reason, fetch=[], needed=0, outcome=None)
+                         reason=reason, fetch=[], needed=0, outcome=None, records=records)
             if status in ("missing", "corrupt"):
                 for entry in files:
                     size = entry["size"]
@@ -180,8 +226,9 @@ class ModelCache(Capability):
                     model["needed"] += todo
             models.append(model)
         current = dict((item["name"], self.cache.current(item["name"])) for item in self.items)
+        keep = set((item["name"], item["version"]) for item in self.items)
         return dict(created=created, models=models, current=current, installed=self.cache.installed(),
-                    free=free_bytes(self.cache.path))
+                    stray=self.cache.stray_parts(keep), free=free_bytes(self.cache.path))
 
     def resolve_files(self, item, source):
         """The requested files of an item; reads the manifest when files are not given."""
@@ -240,11 +287,22 @@ class ModelCache(Capability):
         return head + evictions + work + switches
 
     def plan_evictions(self, state, needed, names, planned):
-        """Evict least-recently-used unpinned versions until ``needed`` fits above the reserve."""
+        """Make ``needed`` fit above the reserve: first the partial downloads of versions no longer
+        asked for, then least-recently-used unpinned versions."""
         free = state["free"]
         deficit = needed + self.reserve - free
         if deficit <= 0 or not needed:
             return []
+        discards = []
+        for stray in state.get("stray") or []:
+            if deficit <= 0:
+                break
+            key = stray["name"] if stray["version"] is None else "%s@%s" % (stray["name"], stray["version"])
+            discards.append(Action("discard", key, "discard the partial download %s (%d bytes, no longer asked for)"
+                                   % (key, stray["bytes"]), before="partial", after=None, diff=False, stray=stray))
+            deficit -= stray["bytes"]
+        if deficit <= 0:
+            return discards
         candidates = [v for v in state["installed"] if (v["name"], v["version"]) not in self.pins]
         candidates.sort(key=lambda v: (v["last_used"], v["name"], v["version"]))
         evictable = sum(v["bytes"] for v in candidates)
@@ -271,7 +329,7 @@ class ModelCache(Capability):
                 key, version["bytes"], iso_time(version["last_used"])),
                 before="published", after=None, destructive=True, diff=False, version=version))
             freed += version["bytes"]
-        return actions
+        return discards + actions
 
     # ---- apply
     def needs_apply(self, state, actions):
@@ -281,10 +339,12 @@ class ModelCache(Capability):
     def apply(self, state, actions):
         for model in state["models"]:
             if model["state"] == "present":
-                self.cache.touch(model["item"])
+                self.cache.touch(model["item"], model.get("records"))
         for action in actions:
             if action.kind == "create":
                 self.cache.create()
+            elif action.kind == "discard":
+                self.cache.discard_staged(action.data["stray"]["name"], action.data["stray"]["version"])
             elif action.kind == "evict":
                 self.cache.evict(action.data["version"]["name"], action.data["version"]["version"])
             elif action.kind == "fetch":
@@ -310,14 +370,21 @@ class ModelCache(Capability):
     def fetch_and_publish(self, model):
         item = model["item"]
         staging = self.cache.staging_dir(item["name"], item["version"])
-        makedirs(staging, self.cache.dir_mode)
+        staging_fd = self.cache.open_staging(item, create=True)
+        try:
+            self._fetch_into(model, item, staging, staging_fd)
+        finally:
+            os.close(staging_fd)
+
+    def _fetch_into(self, model, item, staging, staging_fd):
         started = time.monotonic()
         outcome = dict(bytes_moved=0, resumed_bytes=0, seconds=0.0, throughput_bytes_per_s=0)
         split = dict.fromkeys(STAGES, 0.0)
         final = []
         for entry in model["fetch"]:
-            moved, resumed, size = self.transfer.fetch_file(item, model["source"], staging, entry,
-                                                            space_check=self.space_check, split=split)
+            moved, resumed, size = self.transfer.fetch_file(item, model["source"], staging_fd, entry,
+                                                            space_check=self.space_check, split=split,
+                                                            staging_path=staging)
             outcome["bytes_moved"] += moved
             outcome["resumed_bytes"] += resumed
             final.append(dict(path=entry["path"], sha256=entry["sha256"], size=size))
@@ -327,17 +394,18 @@ class ModelCache(Capability):
             outcome["throughput_bytes_per_s"] = int(outcome["bytes_moved"] / outcome["seconds"])
         outcome.update(time_split(split, elapsed))
         # every file verified: drop the suffixes, fix modes, fsync the tree, then publish
-        self.cache.publish(item, final)
+        records = self.cache.publish(item, final)
         outcome["files"] = final
-        self.cache.write_meta(item, model["manifest_sha256"], final)
+        self.cache.write_meta(item, model["manifest_sha256"], final, verified=records)
         self.cache.move_into_place(item)
         model["outcome"] = outcome
 
     def adopt(self, model):
         item = model["item"]
-        path = self.cache.version_dir(item["name"], item["version"])
+        records = model.get("records") or {}
+        # every file was hashed just now (check_existing): its record holds the size it was verified at
         self.cache.write_meta(item, model["manifest_sha256"], [
-            dict(f, size=os.stat(os.path.join(path, f["path"])).st_size) for f in model["files"]])
+            dict(f, size=records[f["path"]][1]) for f in model["files"]], verified=records)
 
     # ---- result
     def result(self, state, actions):

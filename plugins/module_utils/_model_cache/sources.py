@@ -27,12 +27,14 @@ import time
 from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, unquote, urlsplit
-from urllib.request import HTTPSHandler, Request, build_opener
+from urllib.request import HTTPRedirectHandler, HTTPSHandler, Request, build_opener
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+SHA256_RE = re.compile(r"\A[0-9a-f]{64}\Z")
+MANIFEST_LIMIT = 16 << 20  # bytes of a manifest the module reads at most
+MAX_REDIRECTS = 5
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 CURRENT = "current"  # <cache_dir>/<name>/current: never a model name
 PART = ".part"       # staging suffix of a file being downloaded: never a file's own suffix
@@ -92,7 +94,7 @@ def parse_manifest(text, what="manifest"):
         line = line.rstrip("\r")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        match = re.match(r"^([0-9a-fA-F]{64}) [ *](.+)$", line)
+        match = re.match(r"\A([0-9a-fA-F]{64}) [ *](.+)\Z", line)
         if not match:
             raise ModelCacheError("%s line %d is not '<sha256>  <path>': %r" % (what, number, line))
         path = match.group(2)
@@ -226,10 +228,10 @@ class LocalSource(object):
         except OSError as exc:
             raise ModelCacheError("cannot read %s: %s" % (self.describe(path), exc.strerror))
 
-    def read_small(self, path, limit=16 << 20):
+    def read_small(self, path, limit=MANIFEST_LIMIT):
         try:
             with open(self.describe(path), "rb") as handle:
-                return handle.read(limit)
+                return check_small(handle.read(limit + 1), limit, self.describe(path))
         except (IOError, OSError) as exc:
             raise ModelCacheError("cannot read %s: %s" % (self.describe(path), exc.strerror))
 
@@ -243,6 +245,71 @@ class LocalSource(object):
         if offset:
             handle.seek(offset)
         return handle, offset, size
+
+
+def check_small(data, limit, what):
+    """``data`` read with ``limit + 1``: a manifest longer than ``limit`` is refused, never cut."""
+    if len(data) > limit:
+        raise ModelCacheError("%s is larger than %d bytes, the most a manifest may hold: refusing it rather than "
+                              "reading a truncated list (nothing was published)" % (what, limit))
+    return data
+
+
+def parse_length(value, what):
+    """A Content-Length (or a size a server sends): a non-negative decimal number, else a clear error."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not re.match(r"\A[0-9]{1,20}\Z", text):
+        raise ModelCacheError("%s: the server sent Content-Length %r, which is not a non-negative number; refusing "
+                              "the response (nothing was published)" % (what, str(value)[:80]))
+    return int(text)
+
+
+def origin(parts):
+    """(scheme, host, port) of a urlsplit result: what a credential is made for."""
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+class RedirectPolicy(HTTPRedirectHandler):
+    """Redirects the sources follow: http(s) targets only, never from https to plain http, at
+    most ``MAX_REDIRECTS``; to another origin without ``Authorization``, any ``X-Amz-*`` header
+    or the user's headers (only ``Range`` goes along); a signed S3 request is signed again for a
+    redirect on its own host and refused for another host."""
+
+    max_redirections = MAX_REDIRECTS
+
+    def __init__(self, source):
+        HTTPRedirectHandler.__init__(self)
+        self.source = source
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        old, new = urlsplit(req.full_url), urlsplit(newurl)
+        method = req.get_method()
+        what = "%s %s" % (method, req.full_url)
+        if new.scheme not in ("http", "https"):
+            raise ModelCacheError("%s: redirect to %s refused: only http(s) targets are followed" % (what, newurl))
+        if old.scheme == "https" and new.scheme == "http":
+            raise ModelCacheError("%s: redirect to %s refused: it leaves https for plain http, where anyone on the "
+                                  "path can read and change the response" % (what, newurl))
+        extra = dict(getattr(req, "datapath_extra", {}))
+        same = origin(old) == origin(new)
+        if same:
+            # the user's headers were meant for this origin; an S3 request is signed again for the new path
+            fresh = self.source.request_headers(method, newurl, extra)
+        elif self.source.signs():
+            raise ModelCacheError(
+                "%s: redirect to %s refused: the request is signed for %s and its credentials are never sent "
+                "to another host; set s3.endpoint_url to the endpoint that holds the bucket (the region's)"
+                % (what, newurl, old.netloc))
+        else:
+            fresh = extra  # nothing of the user's: no Authorization, no X-Amz-*, no other header
+        if method not in ("GET", "HEAD"):
+            return None
+        request = Request(newurl, method=method, headers=fresh)
+        request.datapath_extra = extra
+        return request
 
 
 class HttpSource(object):
@@ -261,7 +328,11 @@ class HttpSource(object):
             context = ssl.create_default_context()
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        self.opener = build_opener(HTTPSHandler(context=context))
+        self.opener = build_opener(HTTPSHandler(context=context), RedirectPolicy(self))
+
+    def signs(self):
+        """Whether requests carry credentials that are made for one host (S3 signatures)."""
+        return False
 
     def url(self, path):
         return self.base + "/" + quote(path, safe="/-_.~")
@@ -277,6 +348,7 @@ class HttpSource(object):
     def _request(self, method, path, extra=None):
         url = self.url(path)
         req = Request(url, method=method, headers=self.request_headers(method, url, extra or {}))
+        req.datapath_extra = dict(extra or {})
         try:
             return self.opener.open(req, timeout=self.timeout)
         except HTTPError as exc:
@@ -293,15 +365,15 @@ class HttpSource(object):
         """Content-Length from HEAD, or None when the server does not say."""
         resp = self._request("HEAD", path)
         try:
-            length = resp.headers.get("Content-Length")
-            return int(length) if length is not None else None
+            return parse_length(resp.headers.get("Content-Length"), "HEAD %s" % self.url(path))
         finally:
             resp.close()
 
-    def read_small(self, path, limit=16 << 20):
+    def read_small(self, path, limit=MANIFEST_LIMIT):
         resp = self._request("GET", path)
         try:
-            return resp.read(limit)
+            parse_length(resp.headers.get("Content-Length"), "GET %s" % self.url(path))
+            return check_small(resp.read(limit + 1), limit, self.url(path))
         except (socket.timeout, HTTPException, OSError) as exc:
             raise TransferError("GET %s: %s" % (self.url(path), exc))
         finally:
@@ -318,16 +390,20 @@ class HttpSource(object):
         total = None
         if resp.status == 206:
             crange = resp.headers.get("Content-Range", "")
-            match = re.match(r"^bytes (\d+)-(\d+)/(\d+|\*)$", crange.strip())
+            match = re.match(r"\Abytes ([0-9]{1,20})-([0-9]{1,20})/([0-9]{1,20}|\*)\Z", crange.strip())
             if not match or int(match.group(1)) != offset:
                 resp.close()
                 raise TransferError("GET %s: 206 with Content-Range %r, asked from %d"
                                     % (self.url(path), crange, offset))
             served = offset
             total = int(match.group(3)) if match.group(3) != "*" else None
+            parse_length(resp.headers.get("Content-Length"), "GET %s" % self.url(path))
         else:
-            length = resp.headers.get("Content-Length")
-            total = int(length) if length is not None else None
+            try:
+                total = parse_length(resp.headers.get("Content-Length"), "GET %s" % self.url(path))
+            except ModelCacheError:
+                resp.close()
+                raise
         return resp, served, total
 
 
@@ -353,6 +429,9 @@ class S3Source(HttpSource):
     def describe(self, path):
         key = (self.prefix + "/" + path) if self.prefix else path
         return "s3://%s/%s" % (self.bucket, key)
+
+    def signs(self):
+        return bool(self.access_key and self.secret_key)
 
     def request_headers(self, method, url, extra):
         headers = dict(self.headers)

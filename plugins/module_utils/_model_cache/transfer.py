@@ -38,6 +38,7 @@ import time
 
 from http.client import HTTPException
 
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import safe
 from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import (
     PART,
     ModelCacheError,
@@ -247,17 +248,23 @@ def makedirs(path, mode):
 
 
 def hash_file(path, chunk=CHUNK):
+    with open(path, "rb", buffering=0) as handle:
+        return hash_fd(handle.fileno(), chunk)
+
+
+def hash_fd(fd, chunk=CHUNK):
+    """(sha256, size) of the file open at ``fd``, read from byte 0 with pread (its position is
+    left as it is)."""
     digest = hashlib.sha256()
     buf = bytearray(chunk)
     view = memoryview(buf)
     size = 0
-    with open(path, "rb", buffering=0) as handle:
-        while True:
-            n = handle.readinto(buf)
-            if not n:
-                break
-            digest.update(view[:n])
-            size += n
+    while True:
+        n = os.preadv(fd, [buf], size)
+        if not n:
+            break
+        digest.update(view[:n])
+        size += n
     return digest, size
 
 
@@ -457,6 +464,22 @@ def _kernel_copy_chunk(src, dst, count, state):
         raise
 
 
+class _SizeMismatch(Exception):
+    """The source's size (``total``; None: it sent more bytes than declared) is not the file's."""
+
+    def __init__(self, total):
+        Exception.__init__(self, total)
+        self.total = total
+
+
+def _has_more(stream):
+    """Whether ``stream`` has another byte after the declared size (a short read, no error, is the end)."""
+    try:
+        return bool(stream.read(1))
+    except (OSError, ValueError, HTTPException):
+        return False
+
+
 class _NoKernelCopy(Exception):
     """Neither copy_file_range nor sendfile can copy between these two files."""
 
@@ -648,10 +671,12 @@ class Transfer(object):
                         item["what"], rel, attempt, exc), model=item["name"], version=item["version"], file=rel)
                 time.sleep(min(0.5 * 2 ** (attempt - 1), 5.0))
 
-    def fetch_file(self, item, source, staging, entry, space_check=None, split=None):
+    def fetch_file(self, item, source, staging, entry, space_check=None, split=None, staging_path=None):
         """Download one file into its .part; return (bytes moved, bytes resumed, size).
 
-        ``staging`` is the version's staging directory, ``entry`` the file (path, sha256 and
+        ``staging`` is the version's staging directory (a path, or a directory descriptor whose path
+        is ``staging_path``; the ``.part`` is reached below it without following links), ``entry``
+        the file (path, sha256 and
         ``expected_size``, None when unknown). ``space_check(n)`` is called before writing n
         bytes of a file whose size is unknown, and raises to stop. ``split``: a dict of
         :data:`STAGES` to which the copy adds where its time went (re-hashing a partial file
@@ -659,28 +684,75 @@ class Transfer(object):
         """
         if split is None:
             split = dict.fromkeys(STAGES, 0.0)
-        rel = entry["path"]
-        part = os.path.join(staging, rel + PART)
-        done = os.path.join(staging, rel)
-        makedirs(os.path.dirname(part), self.dir_mode)
-        if os.path.exists(done) and not os.path.exists(part):
-            os.rename(done, part)  # a run stopped between verify and publish
-        expected = entry.get("expected_size")
-        have = os.path.getsize(part) if os.path.exists(part) else 0
-        if expected is not None and have > expected:
-            os.unlink(part)
-            have = 0
-        if have:
-            began = time.perf_counter()
-            digest, have = hash_file(part)
-            split["hash"] += time.perf_counter() - began
+        if isinstance(staging, int):
+            staging_fd, staging_path = os.dup(staging), staging_path or "staging"
         else:
-            digest = hashlib.sha256()
+            staging_path = staging
+            makedirs(staging, self.dir_mode)
+            staging_fd = safe.open_root(staging)
+        try:
+            return self._fetch_file(item, source, staging_fd, staging_path, entry, space_check, split)
+        finally:
+            os.close(staging_fd)
+
+    def _fetch_file(self, item, source, staging_fd, staging_path, entry, space_check, split):
+        """:meth:`fetch_file` below the staging directory's descriptor: the ``.part`` is reached
+        without following links (``safe``), created with O_EXCL, and the copies get its descriptors."""
+        rel = entry["path"]
+        parent, leaf = os.path.split(rel)
+        part_name, done_name = leaf + PART, leaf
+        part = os.path.join(staging_path, rel + PART)
+        dfd = safe.walk(staging_fd, parent, staging_path, create=True, mode=self.dir_mode)
+        try:
+            return self._fetch_part(item, source, dfd, part_name, done_name, part, entry, space_check, split)
+        finally:
+            os.close(dfd)
+
+    def _fetch_part(self, item, source, dfd, part_name, done_name, part, entry, space_check, split):
+        part_st = safe.lstat_at(dfd, part_name)
+        done_st = safe.lstat_at(dfd, done_name)
+        if part_st is None and done_st is not None and stat.S_ISREG(done_st.st_mode):
+            os.rename(done_name, part_name, src_dir_fd=dfd, dst_dir_fd=dfd)  # stopped between verify and publish
+            part_st = safe.lstat_at(dfd, part_name)
+        if part_st is not None and (not stat.S_ISREG(part_st.st_mode) or part_st.st_nlink != 1):
+            # not a partial file of ours (a link, a hard link, a directory): removed, never opened
+            self.warn("%s: %s was not a regular file of the cache; removed and downloaded again" % (item["what"], part))
+            safe.rmtree_at(dfd, part_name)
+            part_st = None
+        expected = entry.get("expected_size")
+        have = part_st.st_size if part_st is not None else 0
+        if expected is not None and have > expected:
+            os.unlink(part_name, dir_fd=dfd)
+            have = 0
+            part_st = None
+        if part_st is not None:
+            fd = safe.open_file_at(dfd, part_name, part, os.O_RDWR)
+        else:
+            fd = safe.open_file_at(dfd, part_name, part, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if have:
+                began = time.perf_counter()
+                digest, have = hash_fd(fd)
+                split["hash"] += time.perf_counter() - began
+            else:
+                digest = hashlib.sha256()
+            read_fd = None
+            if self.kernel_copy and getattr(source, "kind", None) == "local":
+                read_fd = safe.open_file_at(dfd, part_name, part)
+                if os.fstat(read_fd).st_ino != os.fstat(fd).st_ino:
+                    os.close(read_fd)
+                    raise safe.UnsafeCache("%s changed while it was being opened; nothing was published" % part)
+        except BaseException:
+            os.close(fd)
+            raise
+        return self._copy_into(item, source, entry, dfd, part_name, fd, read_fd, digest, have, expected,
+                               space_check, split)
+
+    def _copy_into(self, item, source, entry, dfd, part_name, fd, read_fd, digest, have, expected,
+                   space_check, split):
+        rel = entry["path"]
         resumed = have
         moved = 0
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT, 0o600)
-        read_fd = (os.open(part, os.O_RDONLY)
-                   if self.kernel_copy and getattr(source, "kind", None) == "local" else None)
         try:
             os.lseek(fd, have, os.SEEK_SET)
             offset = have
@@ -701,6 +773,9 @@ class Transfer(object):
                             resumed = 0
                         if expected is None and total is not None:
                             expected = total
+                        elif expected is not None and total is not None and total != expected:
+                            # the source says what it holds: another size than the spec's is never this file
+                            raise _SizeMismatch(total)
                         limit = (expected - offset) if expected is not None else None
                         # A known size was checked against the reserve before the download;
                         # only a file of unknown size is watched while it is written. (Free space
@@ -717,6 +792,9 @@ class Transfer(object):
                         if n is None:
                             n = stream_copy(stream, fd, digest, limit=limit, bucket=self.bucket,
                                             space_check=space_check if expected is None else None, split=split)
+                        if total is None and limit is not None and n == limit and _has_more(stream):
+                            # a body that did not say its length, longer than the declared size
+                            raise _SizeMismatch(None)
                     finally:
                         stream.close()
                     offset += n
@@ -740,6 +818,16 @@ class Transfer(object):
                             model=item["name"], version=item["version"], file=rel)
                     resumed += offset
                     time.sleep(min(0.5 * 2 ** (attempt - 1), 5.0))
+                except _SizeMismatch as exc:
+                    os.unlink(part_name, dir_fd=dfd)
+                    declared = ("declares %d bytes" % exc.total if exc.total is not None
+                                else "sent more than %d bytes" % expected)
+                    raise ModelCacheError(
+                        "%s: checksum mismatch for %s (from %s): the source %s, expected %d; the partial file was "
+                        "deleted and nothing was published" % (item["what"], rel, source.describe(rel), declared,
+                                                               expected),
+                        model=item["name"], version=item["version"], file=rel, expected_size=expected,
+                        declared_size=exc.total)
             began = time.perf_counter()
             os.fsync(fd)
             split["disk"] += time.perf_counter() - began
@@ -748,9 +836,9 @@ class Transfer(object):
             if read_fd is not None:
                 os.close(read_fd)
         actual = digest.hexdigest()
-        size = os.path.getsize(part)
+        size = safe.lstat_at(dfd, part_name).st_size
         if actual != entry["sha256"] or (expected is not None and size != expected):
-            os.unlink(part)
+            os.unlink(part_name, dir_fd=dfd)
             raise ModelCacheError(
                 "%s: checksum mismatch for %s (from %s): expected sha256 %s, got %s (%d bytes); "
                 "the partial file was deleted and nothing was published"

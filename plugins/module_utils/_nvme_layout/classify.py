@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import stat
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.parse import (
@@ -93,6 +94,7 @@ def build_device(raw):
         probe_errors=list(raw.get("probe_errors") or []),
         vanished=raw.get("vanished"),
         raw_read=raw.get("raw_read"),
+        nvme=raw.get("nvme"),
     )
 
 
@@ -256,9 +258,106 @@ def set_class(dev, klass, found, member, member_state):
     return dev
 
 
+def _hex(text):
+    """Hex digits of an identifier as sysfs or a person writes it (``00 25 38 ..``, ``eui.0025..``,
+    a UUID with dashes), lowercased; None when it is not hex."""
+    text = (text or "").strip().lower()
+    for prefix in ("eui.", "uuid.", "0x"):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    digits = re.sub(r"[\s:-]", "", text)
+    return digits if digits and re.match(r"\A[0-9a-f]+\Z", digits) else None
+
+
+def nvme_ids(nvme):
+    """The identities that name one NVMe namespace (never its controller alone): the wwid, the
+    EUI-64 and NGUID (hex, any separators), ``<controller serial>:<nsid>``."""
+    ids = set()
+    if nvme.get("wwid"):
+        ids.add(nvme["wwid"].strip().lower())
+    for key, length in (("eui", 16), ("nguid", 32)):
+        digits = _hex(nvme.get(key))
+        if digits and len(digits) == length and set(digits) != set("0"):
+            ids.add(digits)
+    if nvme.get("serial") and nvme.get("nsid"):
+        ids.add("%s:%s" % (nvme["serial"], nvme["nsid"]))
+    return ids
+
+
+def _namespace_named(nvme, wanted, dev):
+    """Whether ``wanted`` names this namespace itself (see :func:`nvme_ids`)."""
+    ids = nvme_ids(nvme)
+    if wanted.strip().lower() in ids or wanted in ids:
+        return True
+    digits = _hex(wanted)
+    if digits and digits in ids:
+        return True
+    if wanted.startswith("/dev/disk/by-id/") and wanted in (dev.get("aliases") or []):
+        leaf = os.path.basename(wanted)
+        # udev's nvme-<wwid> link, or nvme-<model>_<serial>_<nsid> (systemd 254 and later)
+        return bool((nvme.get("wwid") and leaf == "nvme-" + nvme["wwid"].strip())
+                    or (nvme.get("nsid") and nvme.get("serial") and leaf.endswith("_%s_%s" % (
+                        nvme["serial"], nvme["nsid"]))))
+    return False
+
+
+def wipe_decision(dev, wipe_ids):
+    """(allowed, notes): whether the wipe list names ``dev``, and what to tell the user.
+
+    An NVMe namespace is named only by its own identity (:func:`nvme_ids`, or a by-id link of one).
+    Its controller's serial alone (or a ``nvme-<model>_<serial>`` link) is shared by every namespace
+    of the controller: it is accepted, with a deprecation note, only while exactly one namespace on
+    the node has that serial, and refused otherwise, naming the namespace identities to use. A kernel
+    name (``/dev/nvme1n1``) is never accepted for a namespace: it can name another disk after a reboot.
+    Other devices keep the rules of :func:`wipe_allowed`."""
+    nvme = dev.get("nvme")
+    if not nvme:
+        return wipe_allowed(dev, wipe_ids), []
+    notes = []
+    for wanted in wipe_ids:
+        if _namespace_named(nvme, wanted, dev):
+            return True, []
+    for wanted in wipe_ids:
+        controller = bool(nvme.get("serial")) and (
+            wanted == nvme["serial"] or (wanted.startswith("/dev/disk/by-id/") and wanted in (dev.get("aliases") or [])
+                                         and wanted.endswith("_" + nvme["serial"])))
+        if controller:
+            shared = nvme.get("same_serial") or [nvme.get("name")]
+            use = namespace_names(nvme)
+            if len(shared) == 1:
+                return True, ["wipe_serials: %r is the serial of the NVMe controller of %s, not the namespace's own "
+                              "identity; accepted because it is the only namespace with that serial, deprecated "
+                              "(refused in 1.0.0): write %s instead" % (wanted, dev["device"], use)]
+            notes.append("%r is the serial of an NVMe controller that %d namespaces share (%s): it names none of "
+                         "them; write the namespace's own identity, %s" % (
+                             wanted, len(shared), ", ".join("/dev/" + n for n in shared), use))
+        elif wanted in (dev["path"], dev["device"]) or (
+                wanted.startswith("/dev/") and not wanted.startswith("/dev/disk/")
+                and os.path.realpath(wanted) == dev["device"]):
+            notes.append("%r is a kernel name, which can name another disk after a reboot; write the namespace's "
+                         "own identity, %s" % (wanted, namespace_names(nvme)))
+    return False, notes
+
+
+def namespace_names(nvme):
+    """How the user may name this namespace in wipe_serials (for messages)."""
+    names = []
+    if nvme.get("serial") and nvme.get("nsid"):
+        names.append("%s:%s" % (nvme["serial"], nvme["nsid"]))
+    if nvme.get("wwid"):
+        names.append(nvme["wwid"].strip())
+    digits = _hex(nvme.get("nguid"))
+    if digits and len(digits) == 32 and set(digits) != set("0"):
+        names.append(digits)
+    return " or ".join(names) or "its EUI-64, NGUID or WWN (cat /sys/block/%s/wwid)" % nvme.get("name")
+
+
 def wipe_allowed(dev, wipe_ids):
     """A device may be wiped when the wipe list names its serial, WWN, one of its paths
-    (as given, resolved, /dev/disk/by-id links) or, for a loop device, its backing file."""
+    (as given, resolved, /dev/disk/by-id links) or, for a loop device, its backing file.
+    (An NVMe namespace: :func:`wipe_decision`.)"""
+    if dev.get("nvme"):
+        return wipe_decision(dev, wipe_ids)[0]
     ids = set(i for i in (dev.get("serial"), dev.get("wwn"), dev["path"], dev["device"], dev.get("backing_file")) if i)
     ids.update(dev.get("aliases") or [])
     if dev.get("wwn") and dev["wwn"].startswith("0x"):

@@ -23,7 +23,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.clas
     build_device,
     classify,
     set_class,
-    wipe_allowed,
+    wipe_decision,
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.parse import (
     GPT_NAME_MAX,
@@ -63,6 +63,10 @@ def _strings(value):
     if isinstance(value, (list, tuple)):
         return [text for item in value for text in _strings(item)]
     return []
+
+
+# Kernel names of disks and namespaces (the spec refuses them too: cluster_spec/checks_security.py)
+KERNEL_DISK = re.compile(r"\A/dev/(nvme[0-9]+(c[0-9]+)?n[0-9]+(p[0-9]+)?|[shv]d[a-z]+[0-9]*|xvd[a-z]+[0-9]*)\Z")
 
 
 class NvmeLayout(LayoutPlan, LayoutSteps, Capability):
@@ -149,6 +153,13 @@ class NvmeLayout(LayoutPlan, LayoutSteps, Capability):
                               "backslashes or control characters" % (label, GPT_NAME_MAX))
         if params["reserve_bytes"] < 0:
             raise LayoutError("reserve_bytes must not be negative")
+        kernel = [w for w in params.get("wipe_serials") or [] if KERNEL_DISK.match(str(w))]
+        if kernel:
+            raise LayoutError(
+                "wipe_serials: %s: a kernel name can name another disk after a reboot, and that disk would be wiped "
+                "(nothing was changed); name an NVMe namespace by <serial>:<nsid>, its EUI-64, NGUID or WWN "
+                "(cat /sys/block/nvme1n1/wwid), or a /dev/disk/by-id/nvme-eui.* link; other disks by serial or WWN"
+                % ", ".join(kernel))
         for item in params["directories"]:
             if item.get("mode") is not None:
                 try:
@@ -197,7 +208,12 @@ class NvmeLayout(LayoutPlan, LayoutSteps, Capability):
             dev = classify(build_device(raw), spec, len(raws))
             if raw["majmin"] in system or set(m["majmin"] for m in raw["mounts"]) & set(system):
                 set_class(dev, "in-use", dev["found"] + ["holds the root or boot filesystem"], None, None)
-            dev["wipe_allowed"] = wipe_allowed(dev, self.params.get("wipe_serials") or [])
+            dev["wipe_allowed"], notes = wipe_decision(dev, self.params.get("wipe_serials") or [])
+            if dev["wipe_allowed"]:
+                for note in notes:  # a bare controller serial that names one namespace only: deprecated
+                    self.warn(note)
+            else:
+                dev["wipe_notes"] = notes
             devices.append(dev)
         return LayoutState(devices, mounts)
 

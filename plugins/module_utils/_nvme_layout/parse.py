@@ -81,7 +81,7 @@ def parse_size(value):
         return None
     if isinstance(value, int):
         return value
-    match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(i?B?)\s*$", str(value), re.I)
+    match = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?)(i?B?)\s*\Z", str(value), re.I)
     if not match:
         raise LayoutError("select: cannot read size %r (use bytes or 512G, 3.84TB, 1TiB)" % (value,))
     number, unit, suffix = match.groups()
@@ -143,7 +143,7 @@ def parse_wipefs_text(text):
     return result
 
 
-_SGDISK_PART = re.compile(r"^\s*([0-9]{1,20})\s+([0-9]{1,20})\s+([0-9]{1,20})\s+\S+\s+\S+\s+([0-9A-Fa-f]{4})\s*(.*)$")
+_SGDISK_PART = re.compile(r"^\s*([0-9]{1,20})\s+([0-9]{1,20})\s+([0-9]{1,20})\s+\S+\s+\S+\s+([0-9A-Fa-f]{4})\s*(.*)\Z")
 
 
 def parse_sgdisk(text):
@@ -209,7 +209,7 @@ def _lsblk_problem(device, depth=0):
                 return "mountpoints of %r is %r" % (device.get("name"), value)
         elif key == "size":  # a number with -b (a string of digits from util-linux before 2.33)
             if not (value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
-                    or (isinstance(value, str) and re.match(r"^[0-9]{1,20}$", value))):
+                    or (isinstance(value, str) and re.match(r"^[0-9]{1,20}\Z", value))):
                 return "size of %r is %r, not a number of bytes" % (device.get("name"), value)
         elif value is not None and not isinstance(value, (str, bool)):
             return "%s of %r is %r, not text" % (key, device.get("name"), value)

@@ -94,13 +94,16 @@ class LayoutPlan(object):
                     % (dev["path"], dev["device"], "; ".join(dev["found"]))
                 )
             elif dev["class"] == "foreign" and not dev["wipe_allowed"]:
-                refused.append("%s (%s) holds %s" % (dev["path"], dev["device"], "; ".join(dev["found"])))
+                notes = dev.get("wipe_notes") or []
+                why = " (not named for wiping: %s)" % "; ".join(notes) if notes else ""
+                refused.append("%s (%s) holds %s%s" % (dev["path"], dev["device"], "; ".join(dev["found"]), why))
         if refused:
             raise self.refuse(
                 state,
                 "nothing was changed on any device; refusing to destroy data: %s. To allow wiping "
-                "a device name it in wipe_serials (serial, WWN, /dev/disk/by-id path, or for a "
-                "loop device its path or backing file)." % " | ".join(refused),
+                "a device name it in wipe_serials (serial, WWN, /dev/disk/by-id path; an NVMe namespace by "
+                "<serial>:<nsid>, EUI-64, NGUID or WWN; for a loop device its path or backing file)."
+                % " | ".join(refused),
             )
 
     # ------------------------------------------------------------------ plan
@@ -400,9 +403,9 @@ def _ids(owner, group):
     uid = gid = None
     try:
         if owner is not None:
-            uid = int(owner) if re.match(r"^[0-9]{1,10}$", str(owner)) else pwd.getpwnam(owner).pw_uid
+            uid = int(owner) if re.match(r"^[0-9]{1,10}\Z", str(owner)) else pwd.getpwnam(owner).pw_uid
         if group is not None:
-            gid = int(group) if re.match(r"^[0-9]{1,10}$", str(group)) else grp.getgrnam(group).gr_gid
+            gid = int(group) if re.match(r"^[0-9]{1,10}\Z", str(group)) else grp.getgrnam(group).gr_gid
     except KeyError as exc:
         raise LayoutError("directories: unknown user or group %s" % exc)
     return uid, gid

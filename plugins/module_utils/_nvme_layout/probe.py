@@ -33,6 +33,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.pars
 )
 
 SYS_BLOCK = "/sys/class/block"
+NVME_NAMESPACE = re.compile(r"\Anvme[0-9]{1,5}n[0-9]{1,5}\Z")  # a namespace block device (not nvmeXcYnZ paths)
 
 
 class Inspector(object):
@@ -85,7 +86,7 @@ class Inspector(object):
         result = {}
         for child in self.root.listdir(self._sysblock(name)):
             number = self._read(self._sysblock(name, child, "partition"))
-            if number and re.match(r"^[0-9]{1,6}$", number):
+            if number and re.match(r"^[0-9]{1,6}\Z", number):
                 result[int(number)] = "/dev/" + child
         return result
 
@@ -95,13 +96,38 @@ class Inspector(object):
     def logical_sector_size(self, name):
         """The device's logical sector in bytes (the unit of a partition table's sectors)."""
         text = self._read(self._sysblock(name, "queue", "logical_block_size")) or ""
-        if not re.match(r"^[0-9]{3,5}$", text) or int(text) % 512:
+        if not re.match(r"^[0-9]{3,5}\Z", text) or int(text) % 512:
             raise LayoutError("cannot read the logical sector size of %s (queue/logical_block_size: %r)"
                               % (name, text))
         return int(text)
 
     def holders(self, name):
         return self.root.listdir(self._sysblock(name, "holders"))
+
+    def nvme_identity(self, name):
+        """The namespace's own identity from sysfs (drivers/nvme/host/sysfs.c): ``wwid``, ``eui``
+        (EUI-64, ``%8ph``), ``nguid`` (``%pU``), ``nsid``, the controller's ``serial`` and the
+        namespaces that share that serial (a serial belongs to the controller, not the namespace).
+        None for a device that is not an NVMe namespace."""
+        if not NVME_NAMESPACE.match(name):
+            return None
+        serial = (self._read(self._sysblock(name, "device", "serial")) or "").strip() or None
+        identity = dict(
+            name=name,
+            wwid=self._read(self._sysblock(name, "wwid")),
+            eui=self._read(self._sysblock(name, "eui")),
+            nguid=self._read(self._sysblock(name, "nguid")),
+            nsid=self._read(self._sysblock(name, "nsid")),
+            serial=serial,
+            same_serial=[],
+        )
+        if serial:
+            for entry in sorted(self.root.listdir(SYS_BLOCK)):
+                if NVME_NAMESPACE.match(entry):
+                    theirs = (self._read(self._sysblock(entry, "device", "serial")) or "").strip()
+                    if theirs == serial:
+                        identity["same_serial"].append(entry)
+        return identity
 
     def inspect(self, path, mounts, swaps):
         device = os.path.realpath(path)
@@ -119,6 +145,7 @@ class Inspector(object):
             ro=self._read(self._sysblock(name, "ro")) == "1",
             backing_file=self._read(self._sysblock(name, "loop", "backing_file")),
             aliases=self._aliases(device),
+            nvme=self.nvme_identity(name),
         )
         errors = raw["probe_errors"] = []
         raw["vanished"] = self.vanished(device)

@@ -137,7 +137,7 @@ DevicePath = Annotated[str, Strict(), Field(
     description="/dev/disk/by-id/... (preferred: stable across boots), /dev/nvmeXnY, /dev/sdX, /dev/vdX "
                 "or /dev/loopN (test rigs)")]
 Serial = Annotated[str, Strict(), Field(
-    pattern=r"^([A-Za-z0-9._:-]{1,64}|/dev/[A-Za-z0-9._:/+@-]{1,200})$",
+    pattern=r"^([A-Za-z0-9._:-]{1,160}|/dev/[A-Za-z0-9._:/+@-]{1,200})$",
     description="Device serial number or WWN; for devices without one (loop devices) the device path")]
 KernelArg = Annotated[str, Strict(), Field(
     pattern=r"^[A-Za-z0-9_.-]{1,64}(=[A-Za-z0-9_.,:/+@=-]{0,255})?$",

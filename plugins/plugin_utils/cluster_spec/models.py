@@ -366,7 +366,9 @@ class Storage(SpecModel):
     reserve: Size = 0
     """Space kept free for the system (bytes or '10GiB')."""
     wipe_serials: Annotated[list[Serial], Field(max_length=64)] = Field(default_factory=list)
-    """Serials/WWNs of devices that may be wiped; nothing else is ever overwritten."""
+    """Devices that may be wiped; nothing else is ever overwritten. An NVMe namespace by its own identity:
+    '<controller serial>:<nsid>', its EUI-64, NGUID or WWN (/sys/block/nvmeXnY/wwid); other disks by serial or
+    WWN; never a kernel name such as /dev/nvme1n1."""
 
 
 class K8s(SpecModel):
@@ -451,8 +453,9 @@ class ModelCache(SpecModel):
 
     directory: RelPath = "models"
     """Models directory, relative to storage.mount.path (the module refuses unless the cache is mounted)."""
-    reserve: Size = Field(default=0, description="Free bytes kept on the cache filesystem (bytes or '200GiB'); "
-                                                 "least-recently-used unpinned versions are evicted to keep it.")
+    reserve: Size | None = Field(default=None, description="Free bytes kept on the cache filesystem (bytes or "
+                                 "'200GiB'); least-recently-used unpinned versions are evicted to keep it. null: "
+                                 "the module's default, 1 % of the filesystem (64 MiB to 4 GiB), never 0.")
     bandwidth_limit: Size | None = Field(default=None, description="Per-node download cap in bytes per second "
                                                                    "(e.g. '500MiB'); null: unlimited.")
     concurrency: Annotated[int, Strict(), Field(ge=1, le=100000)] | None = None
@@ -631,3 +634,4 @@ def fields_at(loc: tuple[Any, ...]) -> list[str]:
 from . import checks as _checks  # noqa: E402,F401  (registers the cross-checks)
 from . import checks_measure as _checks_measure  # noqa: E402,F401  (registers the measure cross-checks)
 from . import checks_nic_config as _checks_nic_config  # noqa: E402,F401  (registers the nic_config cross-checks)
+from . import checks_security as _checks_security  # noqa: E402,F401  (registers the security cross-checks)

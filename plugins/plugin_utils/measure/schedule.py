@@ -21,6 +21,7 @@ Standard library only.
 from __future__ import annotations
 
 import random
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -235,9 +236,11 @@ def _round(index: int, fabric: str, pairs: list[Pair], subnets: list[str], addre
                      "server_address": s_addr, "port": common["port"]})
         base = {"port": common["port"], "streams": common["streams"], "duration": common["duration"],
                 "tool": common["tool"], "wait": common["wait"], "latency_interval": LATENCY_INTERVAL_S,
-                "allowed_networks": list(subnets)}
+                "allowed_networks": list(subnets),
+                # the pair's per-run token: the server serves only this client with it (docs/security.md)
+                "token": secrets.token_hex(16)}
         roles[server] = {"fabric": fabric, "pair": pair_id, "number": number, "role": "server", "peer": client,
-                         "args": {"role": "server", "address": s_addr, **base}}
+                         "args": {"role": "server", "address": s_addr, "peer": c_addr, **base}}
         roles[client] = {"fabric": fabric, "pair": pair_id, "number": number, "role": "client", "peer": server,
                          "args": {"role": "client", "address": s_addr, "source": c_addr, **base}}
     return {"index": index, "fabric": fabric, "pairs": rows, "hosts": roles}

@@ -15,7 +15,11 @@
 #   DATAPATH_SOURCE        configmap (the inventory is mounted) or git (cloned at a revision)
 #   DATAPATH_INVENTORY     configmap: the mounted inventory; git: its path inside the repository
 #   DATAPATH_REPO_URL      git: the repository
-#   DATAPATH_REVISION      git: the revision to check out; configmap: the content's revision
+#   DATAPATH_REVISION      git: the revision to check out (a full commit id is pinned: checked after
+#                          the checkout); configmap: the content's revision
+#   DATAPATH_VERIFY_KEYS   git: a directory of ASCII-armored public keys (*.asc); the checked-out commit
+#                          must be signed by one of them (git verify-commit), else nothing runs
+#   DATAPATH_ALLOW_UNVERIFIED  git: "true" runs a branch or tag without a signature check
 #   DATAPATH_PLAYBOOK      default aiinfra.datapath.local (the installed collection's local.yml)
 #   DATAPATH_STATE_DIR     on the node, default /var/lib/aiinfra-datapath (last-run.json)
 #   DATAPATH_ANNOTATION    node annotation set to the applied revision (empty: none)
@@ -38,7 +42,44 @@ ready() {
         && grep -q '"result": "succeeded"' "$LAST_RUN"
 }
 
-# git: a clone of the repository at DATAPATH_REVISION in $WORK/repo; prints the commit
+# a full commit id (SHA-1 or SHA-256): nobody can move it
+pinned() {
+    case $1 in
+        *[!0-9a-f]*) return 1 ;;
+    esac
+    [ "${#1}" -eq 40 ] || [ "${#1}" -eq 64 ]
+}
+
+# git: the checked-out commit is the pinned one, or signed by one of DATAPATH_VERIFY_KEYS (a keyring of
+# this pod's own, rebuilt every time); nothing else runs as root on the node
+verify() {
+    head=$(git -C "$1" rev-parse HEAD) || return 1
+    if pinned "$DATAPATH_REVISION"; then
+        [ "$head" = "$DATAPATH_REVISION" ] || { say "checked out $head, not the pinned commit $DATAPATH_REVISION"; return 1; }
+        [ -n "${DATAPATH_VERIFY_KEYS:-}" ] || return 0
+    fi
+    if [ -n "${DATAPATH_VERIFY_KEYS:-}" ]; then
+        keyring=$WORK/gnupg
+        rm -rf "$keyring" && mkdir -m 0700 "$keyring" || return 1
+        for key in "$DATAPATH_VERIFY_KEYS"/*.asc; do
+            [ -r "$key" ] || { say "no public key (*.asc) in $DATAPATH_VERIFY_KEYS"; return 1; }
+            # its exit status also says whether an agent answered (none is needed): a key that did not go
+            # in makes verify-commit fail below, so nothing unverified runs either way
+            GNUPGHOME=$keyring gpg --batch --quiet --no-autostart --import "$key" 2>/dev/null || :
+        done
+        if ! GNUPGHOME=$keyring git -C "$1" verify-commit "$head" 2>"$WORK/verify.err"; then
+            say "commit $head of $DATAPATH_REPO_URL is not signed by a key of $DATAPATH_VERIFY_KEYS; nothing was run"
+            sed 's/^/    /' "$WORK/verify.err" >&2
+            return 1
+        fi
+        return 0
+    fi
+    [ "${DATAPATH_ALLOW_UNVERIFIED:-}" = true ] && return 0
+    say "refusing to run $DATAPATH_REVISION of $DATAPATH_REPO_URL unverified: set DATAPATH_VERIFY_KEYS or pin a commit"
+    return 1
+}
+
+# git: a clone of the repository at DATAPATH_REVISION in $WORK/repo, verified; prints the commit
 checkout() {
     repo=$WORK/repo
     if [ ! -d "$repo/.git" ]; then
@@ -46,6 +87,7 @@ checkout() {
     fi
     git -C "$repo" fetch --quiet origin "$DATAPATH_REVISION" || return 1
     git -C "$repo" checkout --quiet --force --detach FETCH_HEAD || return 1
+    verify "$repo" || return 1
     git -C "$repo" rev-parse HEAD
 }
 

@@ -70,7 +70,7 @@ def test_k8s_manifests_playbook_renders_one_file_per_object(tmp_path: Path) -> N
         pv = docs[f"persistentvolume-local-nvme-{host}.yaml"]
         assert (pv["apiVersion"], pv["kind"]) == ("v1", "PersistentVolume")
         assert pv["metadata"]["name"] == f"local-nvme-{host}"
-        assert pv["spec"]["local"]["path"] == "/mnt/model-cache"
+        assert pv["spec"]["local"]["path"] == "/mnt/model-cache/volume"  # beside the models, never them
         assert pv["spec"]["capacity"]["storage"] == "900Gi"
         expr = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
         assert expr == {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}

@@ -40,7 +40,8 @@ def test_storageclass_and_pv_per_host() -> None:
     for pv, node in ((pv1, "gpu-01"), (pv2, "gpu-02.example.org")):
         assert pv["apiVersion"] == "v1" and pv["kind"] == "PersistentVolume"
         spec = pv["spec"]
-        assert spec["local"] == {"path": "/mnt/model-cache"}
+        # a directory of its own beside the models, never the mount that holds them
+        assert spec["local"] == {"path": "/mnt/model-cache/volume"}
         assert spec["storageClassName"] == "local-nvme"
         assert spec["volumeMode"] == "Filesystem" and spec["accessModes"] == ["ReadWriteOnce"]
         terms = spec["nodeAffinity"]["required"]["nodeSelectorTerms"]

@@ -61,7 +61,8 @@ def test_existing_version_states(tmp_path):
     cache.write_meta(ITEM, None, files)
     assert cache.existing(ITEM, files) == ("present", None)
     Path(cache.version_dir("m", "1"), "w").write_bytes(b"DATA")
-    assert cache.existing(ITEM, files) == ("present", None)  # same size: the cheap check does not see it
+    # same size, but not the file that was verified (mtime, ctime): the cheap check re-hashes it
+    assert cache.existing(ITEM, files) == ("corrupt", "w has sha256 %s, expected %s" % (sha(b"DATA"), sha(b"data")))
     state, reason = cache.existing(ITEM, files, verify="sha256")
     assert state == "corrupt" and reason.startswith("w has sha256 %s" % sha(b"DATA"))
     other = [dict(path="w", sha256=sha(b"else"), size=4)]
@@ -139,6 +140,7 @@ def test_plan_order_and_check_mode(tmp_path, monkeypatch):
     (tmp_path / "cache").mkdir()
     capacity = 1 << 30
     monkeypatch.setattr(mc, "free_bytes", lambda path: capacity - layout.tree_bytes(str(tmp_path / "cache")))
+    monkeypatch.setattr(mc, "fs_bytes", lambda path: capacity)  # the default reserve: 1 % of it
     old = source(tmp_path, "old", blob(8 * MiB, seed=1))
     assert not run(mc.ModelCache, params(tmp_path, [dict(name="m", version="0", **old)]), Node(None)).get("failed")
     new = source(tmp_path, "new", blob(4 * MiB, seed=2))

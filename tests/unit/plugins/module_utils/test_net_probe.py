@@ -14,7 +14,6 @@ second; afterwards no thread, file descriptor or child process of the probe is l
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket
@@ -307,7 +306,7 @@ def test_networks_and_refusal() -> None:
 def params(port: int, role: str, **extra: Any) -> dict[str, Any]:
     p = {"role": role, "address": LOOP, "source": LOOP if role == "client" else None, "port": port, "streams": 2,
          "duration": 0.6, "max_bytes": 0, "wait": 5.0, "latency_interval": 0.01, "socket_buffer": None,
-         "tool": "builtin", "allowed_networks": ["127.0.0.0/8"]}
+         "tool": "builtin", "allowed_networks": ["127.0.0.0/8"], "token": "ab" * 16, "peer": LOOP}
     p.update(extra)
     return p
 
@@ -327,7 +326,7 @@ def pair(server: Callable[[], Any], client: Callable[[], Any], port: int) -> tup
     thread = threading.Thread(target=serve)
     thread.start()
     try:
-        psock.wait_for_echo(LOOP, LOOP, port, os.urandom(8), psock.now() + 5.0)
+        psock.wait_for_echo(LOOP, LOOP, port, bytes.fromhex("ab" * 16), psock.now() + 5.0)  # the run's token
         try:
             got["client"] = client()
         except PairError as exc:

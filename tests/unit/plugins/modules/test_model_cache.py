@@ -127,7 +127,9 @@ def test_publishes_from_local_dir(cache):
     assert not (cache.root / ".staging").exists()
     assert any(a.startswith("fetch llama@v1") for a in texts(result))
     assert "switch llama/current: None -> v1" in texts(result)
-    assert result["reserve_bytes"] == 0 and result["free_bytes"] > 0 and result["evicted"] == []
+    # no reserve given: the default, 1 % of the cache filesystem (64 MiB-4 GiB), never 0
+    assert result["reserve_bytes"] == mc.default_reserve(str(cache.root)) > 0
+    assert result["free_bytes"] > 0 and result["evicted"] == []
     assert kinds(result) == ["create", "fetch", "switch"]
     fetch, switch = result["actions"][1:]
     assert (fetch["target"], fetch["before"], fetch["after"], fetch["destructive"]) == ("llama@v1", None, "published",
@@ -244,7 +246,12 @@ def test_corrupt_published_file_is_replaced_with_verify_sha256(cache):
     data = bytearray(target.read_bytes())
     data[100] ^= 0xFF
     target.write_bytes(bytes(data))
-    assert cache.run(models)["changed"] is False  # same size: the cheap check does not see it
+    # same size, but not the file verified at publish (its mtime and ctime changed): re-hashed, replaced
+    cheap = cache.run(models)
+    assert cheap["changed"] is True and kinds(cheap) == ["replace", "fetch"]
+    assert target.read_bytes() == blob(4096)
+    os.chmod(target, 0o644)
+    target.write_bytes(bytes(data))
     result = cache.run(models, verify_existing="sha256")
     assert result["changed"] is True and result["models"][0]["status"] == "published"
     assert any(a.startswith("replace m@1") for a in texts(result))
@@ -443,8 +450,10 @@ def test_manifest_sha256_mismatch_fails(cache):
 # --------------------------------------------------------------------------- reserve and eviction
 
 def small_fs(monkeypatch, cache: Cache, capacity: int) -> None:
-    """free_bytes = capacity - bytes below the cache directory (eviction frees, writing uses)."""
+    """free_bytes = capacity - bytes below the cache directory (eviction frees, writing uses); the
+    filesystem's size (the default reserve is 1 % of it) is ``capacity``."""
     monkeypatch.setattr(mc, "free_bytes", lambda path: capacity - layout.tree_bytes(str(cache.tmp / "cache")))
+    monkeypatch.setattr(mc, "fs_bytes", lambda path: capacity)
 
 
 def install(cache: Cache, name: str, version: str, size: int, last_used: str, seed: int = 0) -> int:

@@ -27,7 +27,8 @@ from netfakes import FakeRunner, children, fds, free_port, use
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "measure" / "net"
 LOOP = "127.0.0.1"
-FABRIC = {"address": "198.18.1.12", "allowed_networks": ["198.18.1.0/24"]}
+TOKEN = "5ec2e7" + "0" * 26  # the pair's per-run token (the measure role draws one per pair)
+FABRIC = {"address": "198.18.1.12", "allowed_networks": ["198.18.1.0/24"], "token": TOKEN}
 CLIENT = dict(FABRIC, role="client", source="198.18.1.11")
 PROBE_KEYS = {"role", "address", "source", "port", "tool", "ok", "error", "streams", "duration", "max_bytes",
               "seconds", "bytes", "gbit_per_s", "tcp", "netstat", "latency", "socket_buffers"}
@@ -103,7 +104,7 @@ def test_check_mode_reports_what_would_be_measured_and_opens_no_socket(run_modul
 def test_check_mode_of_a_server_with_iperf3_on_ipv6(run_module, monkeypatch, node, no_traffic) -> None:
     no_tools(monkeypatch)
     args = {"role": "server", "address": "fd00:1::12", "allowed_networks": ["fd00:1::/64"], "tool": "iperf3",
-            "root": str(node.root)}
+            "root": str(node.root), "peer": "fd00:1::11", "token": TOKEN}
     probe = run_module(net_probe.main, args, check_mode=True)["probe"]
     assert no_traffic == []
     assert (probe["ok"], probe["role"], probe["source"], probe["tool"]) == (None, "server", None, "iperf3")
@@ -200,7 +201,7 @@ def nothing_left() -> Any:
 
 def loop_args(port: int, **extra: Any) -> dict[str, Any]:
     args = {"address": LOOP, "allowed_networks": ["127.0.0.0/8"], "port": port, "streams": 2, "duration": 0.8,
-            "wait": 5.0, "latency_interval": 0.01}
+            "wait": 5.0, "latency_interval": 0.01, "token": TOKEN, "peer": LOOP}
     args.update(extra)
     return args
 
@@ -220,7 +221,7 @@ def with_server(server_args: dict[str, Any], client: Any) -> tuple[dict[str, Any
     thread.start()
     try:
         try:
-            psock.wait_for_echo(LOOP, LOOP, server_args["port"], os.urandom(8), psock.now() + 5.0)
+            psock.wait_for_echo(LOOP, LOOP, server_args["port"], bytes.fromhex(TOKEN), psock.now() + 5.0)
         except psock.PairError as exc:
             thread.join(20)
             raise AssertionError("the server's echo never answered: %s; server: %r" % (exc, got.get("server")))

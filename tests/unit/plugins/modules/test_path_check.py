@@ -69,7 +69,7 @@ def fake(monkeypatch, ping: FakePing | None, present: bool = True) -> FakeRunner
 
 
 def rdma(peers: dict[str, str], mtu: int = 9000, interface: str = "ens1f0np0") -> dict:
-    return {"fabric": "rdma", "mtu": mtu, "interface": interface,
+    return {"fabric": "rdma", "mtu": mtu, "interface": interface, "subnets": ["198.18.1.0/24"],
             "peers": [{"name": n, "address": a} for n, a in peers.items()]}
 
 
@@ -111,7 +111,7 @@ def test_all_paths_pass(run_module, monkeypatch) -> None:
 def test_small_port_names_the_peer_and_largest_passing_size(run_module, monkeypatch) -> None:
     fake(monkeypatch, FakePing({"198.18.1.12": 1500, "198.18.1.13": 9000, "198.18.0.12": 1500}))
     targets = [rdma({"node2": "198.18.1.12", "node3": "198.18.1.13"}),
-               {"fabric": "mgmt", "mtu": 1500, "interface": "eno1",
+               {"fabric": "mgmt", "mtu": 1500, "interface": "eno1", "subnets": ["198.18.0.0/24"],
                 "peers": [{"name": "node2", "address": "198.18.0.12"}]}]
     result = run_module(path_check.main, {"targets": targets, "sizes": [1500, 4200]})
     node2 = result["paths"][0]

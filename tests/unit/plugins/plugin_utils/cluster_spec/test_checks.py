@@ -133,6 +133,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.profiles[0].storage.filesystem.label", "an XFS label has at most 12 characters"),
     ("storage-devices", lambda s: prof(s)["storage"]["directories"].append({"path": "models"}),
      "datapath.profiles[0].storage.directories[1].path", "models is listed twice"),
+    ("wipe-serials-stable", lambda s: prof(s)["storage"].update(wipe_serials=["S64RNE0R800002:1", "/dev/nvme1n1"]),
+     "datapath.profiles[0].storage.wipe_serials[1]", "/dev/nvme1n1 is a kernel name"),
     ("layer-settings", lambda s: prof(s)["sysctl"].update({"net.ipv4.tcp_rmem": "4096 87380 67108864",
                                                           "net.core.rmem_max": 16777216}),
      'datapath.profiles[0].sysctl["net.ipv4.tcp_rmem"]',

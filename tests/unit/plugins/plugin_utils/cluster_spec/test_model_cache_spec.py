@@ -161,7 +161,8 @@ def test_models_part_has_exactly_the_documented_shape() -> None:
 
 def test_defaults_no_bandwidth_cap_no_concurrency_limit() -> None:
     part = node_plan(with_models(model()), "h1", ["gpu"])["model_cache"]
-    assert (part["reserve_bytes"], part["bandwidth_limit"], part["concurrency"]) == (0, 0, None)
+    # reserve None: the module's default reserve (1 % of the cache filesystem, never 0) applies
+    assert (part["reserve_bytes"], part["bandwidth_limit"], part["concurrency"]) == (None, 0, None)
 
 
 def test_directory_is_joined_to_the_mount_of_the_host() -> None:

@@ -99,10 +99,16 @@ def test_build_schedule_gives_each_host_its_role_and_arguments() -> None:
     assert [p["id"] for p in first["pairs"]] == ["rdma:node1->node2", "rdma:node3->node4"]
     client, server = first["hosts"]["node1"], first["hosts"]["node2"]
     assert client["role"] == "client" and client["peer"] == "node2"
+    token = client["args"]["token"]
     assert client["args"] == {"role": "client", "address": "198.18.1.12", "source": "198.18.1.11", "port": 5201,
                               "streams": 4, "duration": 5.0, "tool": "builtin", "wait": 30.0,
-                              "latency_interval": 0.02, "allowed_networks": ["198.18.1.0/24"]}
+                              "latency_interval": 0.02, "allowed_networks": ["198.18.1.0/24"], "token": token}
     assert server["args"]["role"] == "server" and server["args"]["address"] == "198.18.1.12"
+    # the server serves only its planned client, with the pair's own per-run token
+    assert server["args"]["peer"] == "198.18.1.11" and server["args"]["token"] == token
+    assert len(token) == 32 and int(token, 16) >= 0
+    tokens = [h["args"]["token"] for r in sched["rounds"] for h in r["hosts"].values() if h["role"] == "server"]
+    assert len(set(tokens)) == len(tokens) == 4, "one token per pair and round"
     assert "source" not in server["args"]
     assert sched["estimate_s"] == 2 * (5.0 + sched["overhead_s"])
 
