@@ -56,7 +56,7 @@ VENDOR = "0x15b3"  # Mellanox / NVIDIA networking
 RESET_TOOLS = {"mlxconfig": "mlxfwreset", "mstconfig": "mstfwreset"}
 FINDING = "nvconfig-not-applied-after-reboot"
 MRRS_VALUES = (128, 256, 512, 1024, 2048, 4096)
-_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]\Z")
 # the states a parameter can be in, and whether it asks for a reboot
 REBOOT_STATES = ("set", "pending")
 
@@ -292,9 +292,9 @@ class NicConfig(Capability):
             if sriov.get("num_vfs") is not None and not 0 <= sriov["num_vfs"] <= 1024:
                 problems.append("configs[%d].sriov.num_vfs %s is outside 0..1024" % (index, sriov["num_vfs"]))
             for param, value in sorted((config.get("raw") or {}).items()):
-                if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\[\d+\])?$", param):
+                if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*(\[\d+\])?\Z", param):
                     problems.append("configs[%d].raw: %r is not an mlxconfig parameter name" % (index, param))
-                if not isinstance(value, (bool, int)) and not re.match(r"^[A-Za-z0-9_.:+-]{1,64}$", "%s" % value):
+                if not isinstance(value, (bool, int)) and not re.match(r"^[A-Za-z0-9_.:+-]{1,64}\Z", "%s" % value):
                     problems.append("configs[%d].raw.%s: %r is not a value mlxconfig takes" % (index, param, value))
         if problems:
             raise NicConfigError("invalid configs: " + "; ".join(problems), problems=problems)

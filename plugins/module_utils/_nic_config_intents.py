@@ -28,7 +28,7 @@ HIDDEN_BY = {
     "MAX_ACC_OUT_READ": ("ADVANCED_PCI_SETTINGS", 1, "True(1)"),
 }
 
-_INDEXED = re.compile(r"^(?P<base>[A-Za-z_][A-Za-z0-9_]*)\[(?P<index>\d+)\]$")
+_INDEXED = re.compile(r"^(?P<base>[A-Za-z_][A-Za-z0-9_]*)\[(?P<index>\d+)\]\Z")
 
 
 def split_index(name):

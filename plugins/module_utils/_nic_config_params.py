@@ -35,8 +35,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_inten
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config_query import encodings
 
-PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?$")
-NAME_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]{1,64}$")
+PARAM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?\Z")
+NAME_VALUE = re.compile(r"^[A-Za-z0-9_.:+-]{1,64}\Z")
 MATCH_KEYS = ("psid", "part_number", "driver")
 
 
@@ -48,9 +48,9 @@ def wanted_value(value):
     if isinstance(value, int):
         return {"name": None, "number": value}
     text = ("%s" % value).strip()
-    if re.match(r"^-?[0-9]+$", text):
+    if re.match(r"^-?[0-9]+\Z", text):
         return {"name": None, "number": int(text)}
-    if re.match(r"^0x[0-9a-fA-F]+$", text):
+    if re.match(r"^0x[0-9a-fA-F]+\Z", text):
         return {"name": None, "number": int(text, 16)}
     if text.lower() in ("true", "false"):
         return wanted_value(text.lower() == "true")

@@ -36,11 +36,11 @@ import re
 HEADER_LABELS = (("Default", "default"), ("Current", "current"), ("Next Boot", "next_boot"), ("New", "new"))
 COLUMNS = ("default", "current", "next_boot")
 _ROW = re.compile(r"^(?P<diff>\*)?\s*(?:(?P<ro>RO)\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])?)"
-                  r"(?P<rest>(?:\s+\S+)*)\s*$")
-_NAMED = re.compile(r"^(?P<name>.*\S)?\((?P<number>-?[0-9]+|0x[0-9a-fA-F]+)\)$")
-_ARRAY = re.compile(r"^Array\[(?P<first>\d+)\.\.(?P<last>\d+)\]$")
-_NUMBER = re.compile(r"^-?[0-9]+$")
-_HEX = re.compile(r"^0x[0-9a-fA-F]+$")
+                  r"(?P<rest>(?:\s+\S+)*)\s*\Z")
+_NAMED = re.compile(r"^(?P<name>.*\S)?\((?P<number>-?[0-9]+|0x[0-9a-fA-F]+)\)\Z")
+_ARRAY = re.compile(r"^Array\[(?P<first>\d+)\.\.(?P<last>\d+)\]\Z")
+_NUMBER = re.compile(r"^-?[0-9]+\Z")
+_HEX = re.compile(r"^0x[0-9a-fA-F]+\Z")
 HEADER_FIELDS = (("Device type:", "device_type"), ("Name:", "part_number"), ("Description:", "description"),
                  ("Device:", "device"))
 NOT_READABLE = "Device Firmware does not support reading "
@@ -146,7 +146,7 @@ def parse_query(text):
         stripped = line.strip()
         if not stripped:
             continue
-        if re.match(r"^Device #\d+:$", stripped):
+        if re.match(r"^Device #\d+:\Z", stripped):
             result["devices"] += 1
             continue
         if stripped.startswith("-E-"):
