@@ -13,6 +13,7 @@ from .errors import SpecError, SpecValidationError, translate
 from .models import DatapathSpec, fields_at
 from .partial import partial_errors
 from .plan import Planner, deep_copy
+from .plan_rails import address_errors, duplicate_errors, resolve
 
 MAX_DEPTH = 64
 MAX_NODES = 2_000_000
@@ -140,12 +141,19 @@ def validate_inventory(data: Any, hosts: Mapping[str, tuple[Sequence[str], Mappi
         return errors
     plan = Planner(spec)
     out: list[SpecError] = []
+    rails: dict[str, list[dict[str, Any]]] = {}
     for host in sorted(hosts):
         groups, facts = hosts[host]
         try:
             plan.check(host, groups, facts)  # node errors come from here; the host's own part has none
         except SpecValidationError as exc:
             out.extend(exc.errors)
+            continue
+        # the host's rail addresses (its variables over the spec): in their subnets, unique in the cluster
+        template = plan.template(host, groups, facts)
+        out.extend(address_errors(host, template["rail_routing"], facts))
+        rails[host] = resolve(template["rail_routing"]["rails"], facts)[0]
+    out.extend(duplicate_errors(rails))
     return out
 
 
