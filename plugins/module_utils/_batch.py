@@ -34,6 +34,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._metrics_textfile
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import NicFirmware
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
+from ansible_collections.aiinfra.datapath.plugins.module_utils._rail_routing import RailRouting
 from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import RoceQos
 from ansible_collections.aiinfra.datapath.plugins.module_utils._site_metrics import HEARTBEAT, SOURCE, site_families
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import SysctlProfile
@@ -42,7 +43,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned_profile im
 # The capabilities datapath_run dispatches, in the order the datapath role applies them
 # (kernel and memory -> network -> storage -> Kubernetes).
 BACKENDS = dict((cls.name, cls) for cls in (
-    SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RoceQos, NicFirmware, NvmeLayout, NfdLabels))
+    SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RailRouting, RoceQos, NicFirmware, NvmeLayout,
+    NfdLabels))
 
 
 def run_call(runner, name, args, check_mode=False, diff=False, cls=None):
