@@ -30,9 +30,9 @@ LOOP = "127.0.0.1"
 FABRIC = {"address": "198.18.1.12", "allowed_networks": ["198.18.1.0/24"]}
 CLIENT = dict(FABRIC, role="client", source="198.18.1.11")
 PROBE_KEYS = {"role", "address", "source", "port", "tool", "ok", "error", "streams", "duration", "max_bytes",
-              "seconds", "bytes", "gbit_per_s", "tcp", "netstat", "latency", "socket_buffers"}
+              "seconds", "bytes", "gbit_per_s", "tcp", "netstat", "latency", "socket_buffers", "nic_bytes"}
 NETSTAT_KEYS = {"TcpRetransSegs", "TcpExtTCPLostRetransmit", "TcpExtTCPTimeouts", "TcpOutSegs",
-                "TcpExtTCPDSACKRecvSegs"}
+                "TcpExtTCPDSACKRecvSegs", "TcpExtIPReversePathFilter"}
 
 
 def no_tools(monkeypatch: pytest.MonkeyPatch) -> FakeRunner:
