@@ -49,9 +49,13 @@ options:
       - Sections to collect. Sections not listed are V(null) in the result.
       - V(memory) fills C(memory_bytes) and C(numa_nodes); V(firmware) adds the firmware of
         device-backed NICs to C(interfaces); V(topology) fills C(topology).
+      - V(routing) (not gathered unless listed; the audit lists it) fills C(routing) - the policy rules (IPv4 and IPv6), the routes of every table but local, main
+        and default by table id, each interface's global addresses and its C(arp_ignore), C(arp_announce) and
+        C(rp_filter) (and C(all)'s); the audit compares them with the plan's rails (rail_routing).
     type: list
     elements: str
-    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
+    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
+              routing]
     default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
   sysctl_keys:
     description:
@@ -198,6 +202,18 @@ ansible_facts:
                    "result": "succeeded", "error": null, "finished": "2026-12-03T18:00:00Z",
                    "revision": "3f1c2e0", "check_mode": false, "reboot_required": false,
                    "changed": ["sysctl_profile"], "failed": []}
+        routing:
+          description:
+            - C(rules) (C(ip -j rule show) entries with C(table_id) and C(family)), C(tables) (table id -> its
+              routes, C(dst), C(gateway), C(dev)), C(addresses) (interface -> global addresses with prefix) and
+              C(sysctl) (interface, and C(all) -> C(arp_ignore), C(arp_announce), C(rp_filter)).
+            - The audit compares them with the plan's C(rail_routing) rails (docs/audit.md).
+          type: dict
+          sample: {"rules": [{"priority": 3101, "src": "198.18.1.15", "table": "3101", "table_id": 3101,
+                              "family": "-4"}],
+                   "tables": {"3101": [{"dst": "198.18.1.0/24", "dev": "ens2f0np0", "scope": "link"}]},
+                   "addresses": {"ens2f0np0": ["198.18.1.15/24"]},
+                   "sysctl": {"ens2f0np0": {"arp_ignore": "1", "arp_announce": "2", "rp_filter": "2"}}}
         unavailable:
           description: Section -> why it could not be read.
           type: dict
