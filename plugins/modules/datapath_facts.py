@@ -49,9 +49,10 @@ options:
       - Sections to collect. Sections not listed are V(null) in the result.
       - V(memory) fills C(memory_bytes) and C(numa_nodes); V(firmware) adds the firmware of
         device-backed NICs to C(interfaces); V(topology) fills C(topology).
-      - V(routing) (not gathered unless listed; the audit lists it) fills C(routing) - the policy rules (IPv4 and IPv6), the routes of every table but local, main
-        and default by table id, each interface's global addresses and its C(arp_ignore), C(arp_announce) and
-        C(rp_filter) (and C(all)'s); the audit compares them with the plan's rails (rail_routing).
+      - V(routing) (not gathered unless listed; the audit lists it) fills C(routing) - the policy rules
+        (IPv4 and IPv6), the routes of every table but local, main and default by table id, each interface's
+        global addresses and its C(arp_ignore), C(arp_announce) and C(rp_filter) (and C(all)'s); the audit
+        compares them with the plan's rails (rail_routing).
     type: list
     elements: str
     choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,

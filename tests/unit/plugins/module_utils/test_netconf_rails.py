@@ -112,7 +112,8 @@ def test_networkmanager_adds_what_the_connection_lacks(node: Node) -> None:
     props = {"ipv4.routing-rules": "priority 3101 from 198.18.1.99/32 table 3101",
              "ipv4.routes": "10.9.0.0/16 198.18.1.1, 198.18.1.0/24 0.0.0.0 table=3101"}
     handlers = [static(["nmcli", "-g", "GENERAL.CON-UUID", "device", "show", "ens2f0np0"], out=uuid + "\n")]
-    handlers += [static(["nmcli", "-g", key, "connection", "show", uuid], out=value + "\n") for key, value in props.items()]
+    handlers += [static(["nmcli", "-g", key, "connection", "show", uuid], out=value + "\n")
+                 for key, value in props.items()]
     runner = FakeRunner(handlers, which={"nmcli": "/usr/bin/nmcli"})
     actions, notes = _netconf.NetworkManagerBackend(host(node), runner).plan_routing([RAIL1])
     assert notes == [] and len(actions) == 1  # the route is there already (another spelling)

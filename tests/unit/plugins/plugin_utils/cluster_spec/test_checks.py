@@ -182,7 +182,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
     ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet", rails=[
         {"subnet": "10.100.0.0/24"}, {"subnet": "10.100.0.128/25"}]),
      "datapath.fabrics[1].rails[1].subnet", "rail1's subnet 10.100.0.128/25 overlaps rail0's 10.100.0.0/24"),
-    ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet", rails=[{"subnet": "10.101.0.0/24"}]),
+    ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet",
+                                                      rails=[{"subnet": "10.101.0.0/24"}]),
      "datapath.fabrics[1].rails[0].subnet", "rail0's subnet 10.101.0.0/24 is outside the fabric's subnets"),
     ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet", rails=[
         {"subnet": "10.100.0.0/24", "gateway": "10.100.1.1"}]),
