@@ -254,8 +254,8 @@ class NetProbe(Capability):
                 figures = {"ok": False,
                            "error": "the probe of rail %s ended without a result" % probe["legs"][index]["rail"]}
             probe["legs"][index].update(figures)
-        first = dict((k, v) for k, v in probe["legs"][0].items() if k in ("ok", "error", "bytes", "seconds",
-                                                                            "gbit_per_s", "tcp", "latency"))
+        keep = ("ok", "error", "bytes", "seconds", "gbit_per_s", "tcp", "latency")
+        first = dict((k, v) for k, v in probe["legs"][0].items() if k in keep)
         return first
 
     def measure(self, params=None):

@@ -292,8 +292,8 @@ class RailRouting(Capability):
         for rail in self.params["rails"]:
             if rail.get("address") and ipaddress.ip_interface(rail["address"]).version == 6:
                 families.add("-6")
-        state = {"links": self.ip.links(), "addresses": live_addresses(self._ip_json(["-j", "addr", "show"],
-                                                                                       "ip -j addr show")),
+        addresses = live_addresses(self._ip_json(["-j", "addr", "show"], "ip -j addr show"))
+        state = {"links": self.ip.links(), "addresses": addresses,
                  "rules": {}, "routes": {},
                  "tables": parse_rt_tables([self.root.read_raw(p) for p in RT_TABLES] + [
                      self.root.read_raw(os.path.join(RT_TABLES[0] + ".d", n))
@@ -372,8 +372,8 @@ class RailRouting(Capability):
                     ", ".join(sorted(links)) or "none"))
                 continue
             if rail.get("interface") and rail["interface"] != names[0]:
-                errors.append("%s: %s selects %s, but interface says %s" % (where, describe_match(match), names[0],
-                                                                          rail["interface"]))
+                errors.append("%s: %s selects %s, but interface says %s" % (
+                    where, describe_match(match), names[0], rail["interface"]))
                 continue
             if names[0] in used:
                 errors.append("%s: %s is also %s; a NIC is one rail" % (where, names[0], used[names[0]]))

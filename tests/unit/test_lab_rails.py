@@ -21,8 +21,8 @@ def fabrics(**kw):
 
 def test_one_rail_keeps_the_names_and_addresses_of_before() -> None:
     mgmt, rdma = fabrics()
-    assert (mgmt.ifname, rdma.ifname, rdma.address(2), str(rdma.subnet)) == ("eno1", "ens1f0np0", "198.18.1.12",
-                                                                            "198.18.1.0/24")
+    got = (mgmt.ifname, rdma.ifname, rdma.address(2), str(rdma.subnet))
+    assert got == ("eno1", "ens1f0np0", "198.18.1.12", "198.18.1.0/24")
     assert _fabric_record(rdma) == {"name": "rdma", "mtu": 9000, "index": 1, "subnet": "198.18.1.0/24",
                                     "ifname": "ens1f0np0"}
     assert Lab.port("node2") == "p-node2" and impair.names("node2")["ifb"] == "i-node2"
@@ -40,8 +40,8 @@ def test_four_rails_in_one_subnet_and_in_a_subnet_each() -> None:
     assert [per.bridge(r) for r in range(4)] == ["br0", "br1", "br2", "br3"]
     assert Lab.port("node2", 3) == "p-node2r3" and impair.key_of("node2", "rdma", 3) == "node2/rdma/3"
     # a third fabric's NICs follow the rails (no name twice)
-    names = [f.rail_ifname(r) for f in LabConfig(nodes=2, rails=2, fabrics=[("mgmt", 1500), ("rdma", 9000),
-                                                                              ("stor", 9000)]).fabric_objs()
+    three = LabConfig(nodes=2, rails=2, fabrics=[("mgmt", 1500), ("rdma", 9000), ("stor", 9000)])
+    names = [f.rail_ifname(r) for f in three.fabric_objs()
              for r in range(f.rails)]
     assert names == ["eno1", "ens1f0np0", "ens2f0np0", "ens3f0np0", "ens4f0np0"]
 

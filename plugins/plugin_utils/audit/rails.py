@@ -80,8 +80,8 @@ def rail_drift(drift: Callable[..., None], plan: Mapping[str, Any], facts: Mappi
                   f"{key}: no rule 'from {address} lookup {table}' at priority {priority}: its traffic leaves by "
                   "whatever the main table picks", FIX)
         routes = [r for r in _m(routing.get("tables")).get(str(table)) or [] if isinstance(r, Mapping)]
-        wanted = [(str(_net(rail.get("subnet"))), None)] + [(str(_net(r.get("to"))), r.get("via"))
-                                                           for r in rail.get("routes") or []]
+        wanted = [(str(_net(rail.get("subnet"))), None)]
+        wanted += [(str(_net(r.get("to"))), r.get("via")) for r in rail.get("routes") or []]
         have = [(str(_net(r.get("dst"))), r.get("gateway")) for r in routes if r.get("dev") == name]
         missing = [w for w in wanted if w[0] != "None" and w not in have]
         if missing:

@@ -170,8 +170,8 @@ def rail_gpu(facts: Mapping[str, Any] | None, interface: str | None) -> int | No
     return None
 
 
-def resolve(rails: Sequence[Mapping[str, Any]], facts: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]],
-                                                                                         list[str]]:
+def resolve(rails: Sequence[Mapping[str, Any]],
+            facts: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The rails with the host's addresses (its variables over the spec), the subnet of each address, whether
     the address lies in its rail's subnets (``address_ok``) and the GPU; plus the problems of the variables."""
     by_fabric: dict[str, list[Mapping[str, Any]]] = {}

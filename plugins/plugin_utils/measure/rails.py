@@ -101,8 +101,8 @@ def _traffic(rows: Sequence[Row], client: Mapping[str, Any] | None, server: Mapp
     """Each row's ``egress_share`` (of its bytes, the share its client's rail NIC sent), ``ingress_share``
     (the server's rail NIC received), ``left_on`` / ``arrived_on`` (the NIC that carried the rest) and the
     two nodes' reverse-path drops over the run."""
-    for side, record, key, field in (("client", client, "tx_bytes", "egress"), ("server", server, "rx_bytes",
-                                                                                 "ingress")):
+    sides = (("client", client, "tx_bytes", "egress"), ("server", server, "rx_bytes", "ingress"))
+    for side, record, key, field in sides:
         nics = _m(_m(_m(record).get("probe")).get("nic_bytes"))
         planned: dict[str, float] = {}
         for row in rows:

@@ -26,8 +26,8 @@ def target(name: str, rail: int, address: str, table: int, **more: Any) -> dict[
 
 RAIL0 = target("ens1f0np0", 0, "198.18.1.11", 3100)
 RAIL1 = target("ens2f0np0", 1, "198.18.1.15", 3101)
-ROUTED = target("ens3f0np0", 2, "10.2.2.11", 3102, subnet="10.2.2.0/24", routes=[{"to": "10.2.0.0/16",
-                                                                                    "via": "10.2.2.1"}])
+ROUTED = target("ens3f0np0", 2, "10.2.2.11", 3102, subnet="10.2.2.0/24",
+                routes=[{"to": "10.2.0.0/16", "via": "10.2.2.1"}])
 
 
 @pytest.fixture
@@ -71,8 +71,8 @@ def test_networkd_dropin_with_the_rule_and_the_table_of_each_rail(node: Node) ->
 def test_networkd_gateway_routes_and_a_shared_network_file_is_not_extended(node: Node) -> None:
     node.put("/etc/systemd/network/10-rails.network", "[Match]\nName=ens*\n\n[Network]\nDHCP=yes\n")
     backend = _netconf.NetworkdBackend(host(node), FakeRunner())
-    actions, notes = backend.plan_routing([ROUTED], [dict(VETH, name="ens4f0np0", mac="02:dd:00:03:00:01",
-                                                           original_name="ens4f0np0")])
+    other = dict(VETH, name="ens4f0np0", mac="02:dd:00:03:00:01", original_name="ens4f0np0")
+    actions, notes = backend.plan_routing([ROUTED], [other])
     assert actions == [] and notes == [
         "ens3f0np0: /etc/systemd/network/10-rails.network also matches ens4f0np0; rail routing not persisted (a "
         "table and rule in it would apply to every interface it matches: give ens3f0np0 a .network of its own)"]

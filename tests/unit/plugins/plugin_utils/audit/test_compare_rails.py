@@ -17,11 +17,11 @@ ADDRS = ["198.18.1.11", "198.18.1.15", "198.18.1.19", "198.18.1.23"]
 
 
 def plan() -> dict[str, Any]:
+    rails = [{"fabric": "rdma", "rail": r, "name": f"rail{r}", "interface": NICS[r], "match": {"name": NICS[r]},
+              "address": None, "subnets": ["198.18.1.0/24"], "subnet": "198.18.1.0/24", "routes": [],
+              "table": 3100 + r, "priority": 3100 + r} for r in range(4)]
     return {"host": "node1", "rail_routing": {"arp_ignore": 1, "arp_announce": 2, "rp_filter": 2,
-                                              "table_range": [3100, 3115], "rails": [
-        {"fabric": "rdma", "rail": r, "name": f"rail{r}", "interface": NICS[r], "match": {"name": NICS[r]},
-         "address": None, "subnets": ["198.18.1.0/24"], "subnet": "198.18.1.0/24", "routes": [],
-         "table": 3100 + r, "priority": 3100 + r} for r in range(4)]}}
+                                              "table_range": [3100, 3115], "rails": rails}}
 
 
 def facts() -> dict[str, Any]:

@@ -192,8 +192,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.fabrics[0].addressing", "the management fabric is never routed per rail"),
     ("rail-table-range", lambda s: s.update(rail_routing={"table_base": 1995}),
      "datapath.rail_routing.table_base", "include 2004-2005 (Cilium)"),
-    ("rail-addresses", lambda s: s.update(hosts={"h1": {"interfaces": [{"name": "ens1f0np0", "fabric": "rail0",
-                                                                         "address": "10.200.0.5"}]}}),
+    ("rail-addresses", lambda s: s.update(hosts={"h1": {"interfaces": [
+        {"name": "ens1f0np0", "fabric": "rail0", "address": "10.200.0.5"}]}}),
      "datapath.hosts.h1.interfaces[0].address", "10.200.0.5 is outside the subnet of rail0 of fabric rail0"),
     ("rail-addresses", lambda s: s.update(hosts={
         "h1": {"interfaces": [{"name": "ens1f0np0", "fabric": "rail0", "address": "10.100.0.5"}]},
@@ -204,8 +204,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
                                   s.update(hosts={"h1": {"interfaces": [{"name": "a0", "fabric": "rail0"},
                                                                         {"name": "a1", "fabric": "rail0"}]}})),
      "datapath.hosts.h1.interfaces[1]", "this is rail1 of fabric rail0, which lists the subnets of 1 rail(s) only"),
-    ("rail-addresses", lambda s: s.update(hosts={"h1": {"interfaces": [{"name": "a0", "fabric": "rail0",
-                                                                         "address": "ten"}]}}),
+    ("rail-addresses", lambda s: s.update(hosts={"h1": {"interfaces": [
+        {"name": "a0", "fabric": "rail0", "address": "ten"}]}}),
      "datapath.hosts.h1.interfaces[0].address", "'ten' is not an IP address"),
     ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
         "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),

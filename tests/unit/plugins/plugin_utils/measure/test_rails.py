@@ -120,8 +120,8 @@ def test_misrouted_egress_arp_flux_and_reverse_path_drops_name_host_rail_and_int
                                      "route_ok": False, "ok": True, "largest_mtu": 9000, "probes": [],
                                      "arp": {"macs": ["02:dd:00:01:00:03", "02:dd:00:11:00:03"], "error": None}}],
                           "cross_rails": [], "nics": {}}
-    lab.paths["node3"] = {"paths": [], "cross_rails": [], "nics": {"ens1f0np0": "02:dd:00:01:00:03",
-                                                                    "ens2f0np0": "02:dd:00:11:00:03"}}
+    lab.paths["node3"] = {"paths": [], "cross_rails": [],
+                          "nics": {"ens1f0np0": "02:dd:00:01:00:03", "ens2f0np0": "02:dd:00:11:00:03"}}
     schedule, hosts = lab.run()
     report = build_report(schedule, hosts)
     found = kinds(report)
@@ -130,8 +130,8 @@ def test_misrouted_egress_arp_flux_and_reverse_path_drops_name_host_rail_and_int
         ("wrong-egress", "node1", 2, "ens3f0np0"), ("wrong-egress", "node2", 1, "ens2f0np0")]
     assert [f for f in found if f[0] == "arp-flux"] == [
         ("arp-flux", "node3", 1, "ens1f0np0"), ("arp-flux", "node3", 2, "ens1f0np0")]
-    assert {f for f in found if f[0] == "rp-filter-drops"} == {("rp-filter-drops", "node4", r, NICS[r])
-                                                              for r in range(4)}
+    drops = {("rp-filter-drops", "node4", r, NICS[r]) for r in range(4)}
+    assert {f for f in found if f[0] == "rp-filter-drops"} == drops
     egress = next(f for f in report["findings"] if f["kind"] == "wrong-egress" and f["host"] == "node1")
     assert "only 0.0 % of a pair's bytes left through ens1f0np0 (the rest through ens4f0np0)" in egress["reason"]
     assert "rail0 of node1 on rdma" in egress["reason"] and "rail_routing" in egress["fix"]
