@@ -237,6 +237,11 @@ def test_after_site_every_rail_uses_its_own_nic_and_a_rerun_changes_nothing(rail
             keys = lab.sh(node, " ".join(f"cat /proc/sys/net/ipv4/conf/{rail['ifname']}/{k};"
                                          for k in ("arp_ignore", "arp_announce", "rp_filter"))).stdout.split()
             assert keys == ["1", "2", "2"], (node, rail["ifname"], keys)
+    # persisted by the node's backend: networkd drop-ins, or netplan's own file (rendered by netplan generate)
+    persisted = {"networkd": "/etc/systemd/network/10-lab-{ifname}.network.d/90-aiinfra-rails.conf",
+                 "netplan": "/etc/netplan/90-aiinfra-rails.yaml"}[LABS[lab.state["lab_name"]][1]]
+    for rail in rails(lab, "node2"):
+        assert rail["address"] in lab.sh("node2", f"cat {persisted.format(ifname=rail['ifname'])}").stdout
     assert_every_rail_routes_by_its_own_nic(lab)
     drops = rp_filter_drops(lab)
     rc, report = measure(lab, tmp_path / "after")
@@ -259,6 +264,8 @@ def test_after_every_node_rebooted_the_rails_hold_and_the_audit_is_clean(rails_l
         steps = {s["step"]: s["text"] for s in report["steps"]}
         # the boot started from the kernel's own rules; networkd (from netplan's output) brought the rails back
         assert "policy rule(s) gone" in steps["network"] and "systemd-networkd started" in steps["network-backend"]
+        if LABS[name][1] == "netplan":
+            assert "netplan generate: rc 0" in steps["network-backend"], steps
     assert_every_rail_routes_by_its_own_nic(lab)
     result, report = audit(lab, tmp_path / "audit", datapath=spec(lab))
     failing = [f for f in report["findings"] if f["severity"] != "info"]
