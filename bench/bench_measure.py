@@ -15,8 +15,13 @@ On its own lab `dpb` (4 nodes, brought up with `datapath-lab --name dpb up`, alw
                                 streams, a 64 MiB storage test file), after nvme_layout (site.yml
                                 --tags nvme_layout) mounted each node's cache; goal <= 60
     measure_all_pairs_4_rc      its exit status (0: every pair and gate passed)
+    measure_ring_4x4_rails_s    playbooks/measure.yml, mode ring, on a second lab `dpr` of 4 nodes with 4 rails
+                                in one shared subnet (`up --rails 4`) after site.yml --tags link_mtu,rail_routing:
+                                4 pairs x 4 rails, every rail of a pair loaded at once, 3 s loads of 4 streams, no
+                                storage probe (tests/integration/test_rails_lab.py's settings); with _rc, _pairs
+                                (pass/rows) and _rail_findings (0: every rail's bytes stayed on its NIC)
 
-Run as root: `.venv/bin/python bench/bench_measure.py [--rounds 3] [--streams 4] [--duration 3]`
+Run as root: `.venv/bin/python bench/bench_measure.py [--rounds 3] [--streams 4] [--duration 3] [--part all|rails]`
 (part of `make bench` through scripts/bench.sh). The lab is always torn down.
 """
 
@@ -43,6 +48,9 @@ from datapath_lab import Lab  # noqa: E402
 
 BIN = os.path.join(REPO, ".venv", "bin")
 LAB_NAME = "dpb"
+RAILS_LAB = "dpr"
+RAILS_VARS = {"measure_storage": False, "measure_counters": False, "measure_mode": "ring", "measure_wait": 10}
+RAIL_KINDS = ("wrong-egress", "arp-flux", "rp-filter-drops", "slow-rail")
 FABRIC = "rdma"
 PORT = 5211
 PAIR_PLAYBOOK = os.path.join(REPO, "tests", "integration", "playbooks", "net_probe.yml")
@@ -57,8 +65,8 @@ ENV = {**os.environ, "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
        "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
 
 
-def lab_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([os.path.join(BIN, "datapath-lab"), "--name", LAB_NAME, *args], capture_output=True,
+def lab_cli(*args: str, check: bool = True, name: str = LAB_NAME) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([os.path.join(BIN, "datapath-lab"), "--name", name, *args], capture_output=True,
                           text=True, check=check, timeout=600)
 
 
@@ -127,12 +135,55 @@ def lab_spec(inventory_dir: str) -> dict[str, Any]:
     return spec
 
 
+def rails_ring(streams: int, duration: float) -> None:
+    """A ring measure of 4 nodes x 4 rails on its own lab (shared subnet, routed per rail by site.yml)."""
+    inventory_dir = os.path.join(REPO, ".cache", "bench", RAILS_LAB)
+    inventory = os.path.join(inventory_dir, "hosts.yml")
+    figures: dict[str, Any] = {}
+    try:
+        lab_cli("up", "--nodes", "4", "--rails", "4", "--nvme-size", "256M", "--inventory-dir", inventory_dir,
+                name=RAILS_LAB)
+        with open(os.path.join(inventory_dir, "group_vars", "all", "datapath.yml")) as handle:
+            spec: dict[str, Any] = yaml.safe_load(handle)["datapath"]
+        rc, _data, output = playbook(inventory, SITE, {"datapath": spec}, "--tags", "link_mtu,rail_routing")
+        if rc != 0:
+            raise fail("site.yml --tags link_mtu,rail_routing failed", output)
+        report_dir = os.path.join(REPO, ".cache", "bench", "measure-" + RAILS_LAB)
+        extra = {"datapath": spec, "measure_report_dir": report_dir, "measure_streams": streams,
+                 "measure_duration": duration, **RAILS_VARS}
+        t0 = time.perf_counter()
+        rc, data, output = playbook(inventory, MEASURE, extra)
+        figures["s"] = time.perf_counter() - t0
+        figures["net_rounds_s"] = task_seconds(data)["net_rounds"]
+        try:
+            with open(os.path.join(report_dir, "measure.json")) as handle:
+                report = json.load(handle)
+        except (OSError, ValueError):
+            raise fail("measure.yml (rails) wrote no report", output) from None
+        if rc != 0:
+            found = json.dumps(report.get("findings"))[:3000]
+            sys.stderr.write(f"measure.yml (rails) failed; findings: {found}\n")
+    finally:
+        lab_cli("down", check=False, name=RAILS_LAB)
+    print(f"measure_ring_4x4_rails_s: {figures['s']:.1f}")
+    print(f"measure_ring_4x4_rails_net_rounds_s: {figures['net_rounds_s']:.1f}")
+    print(f"measure_ring_4x4_rails_rc: {rc}")
+    print(f"measure_ring_4x4_rails_pairs_pass: {sum(p['status'] == 'pass' for p in report['pairs'])}"
+          f"/{len(report['pairs'])}")
+    print(f"measure_ring_4x4_rails_rail_findings: {sum(f['kind'] in RAIL_KINDS for f in report['findings'])}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3, help="runs of each tool (median)")
     parser.add_argument("--streams", type=int, default=4)
     parser.add_argument("--duration", type=float, default=3.0, help="seconds of load (whole: iperf3 takes seconds)")
+    parser.add_argument("--part", choices=("all", "rails"), default="all",
+                        help="all figures (default), or only the ring measure of 4 nodes x 4 rails")
     args = parser.parse_args()
+    if args.part == "rails":
+        rails_ring(args.streams, args.duration)
+        return 0
     inventory_dir = os.path.join(REPO, ".cache", "bench", LAB_NAME)
     inventory = os.path.join(inventory_dir, "hosts.yml")
     figures: dict[str, Any] = {"host_load_1min": os.getloadavg()[0]}  # other load on the host makes the figures noisy
@@ -196,6 +247,7 @@ def main() -> int:
     print(f"measure_all_pairs_4_rc: {figures['measure_all_pairs_4_rc']}")
     print(f"measure_all_pairs_4_pairs_pass: {figures['measure_all_pairs_4_pairs_pass']}"
           f"/{figures['measure_all_pairs_4_pairs']}")
+    rails_ring(args.streams, args.duration)
     return 0
 
 

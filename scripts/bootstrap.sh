@@ -14,6 +14,8 @@ APT_PACKAGES=(
   systemd udev netplan.io ifupdown
   # the measurement tools the probes use when chosen (bench/bench_measure.py compares with iperf3)
   iperf3 fio
+  # path_check's ARP check of every rail (arping -I: which NICs answer for an address)
+  iputils-arping
   # promtool checks the metrics files, alert rules and rule tests (tests/interop/test_telemetry.py);
   # node_exporter runs only inside lab nodes, started by tests (tests/integration/test_telemetry_lab.py)
   prometheus prometheus-node-exporter

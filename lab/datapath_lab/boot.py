@@ -7,9 +7,10 @@ holder (the inventory's ProxyCommand names its PID) and resets everything else a
 1. every other process of the node ends (its SSH sessions, daemons, a running module);
 2. every mount made after the node was built is unmounted (the cache, hugetlbfs); /run and /tmp
    are fresh tmpfs again, so /run/reboot-required and other runtime state are gone;
-3. each NIC is recreated (same name and MAC, like a real port): the kernel's default MTU, no
-   address, link down, per-interface sysctls at their defaults; the switch side keeps its port
-   settings. The node's network-namespace sysctls go back to what a new namespace has;
+3. each NIC (every rail of every fabric) is recreated (same name and MAC, like a real port): the
+   kernel's default MTU, no address, link down, per-interface sysctls at their defaults, the routes of
+   every table through it gone; the switch side keeps its port settings. The node's network-namespace
+   sysctls go back to what a new namespace has, and its policy rules to the kernel's own;
 4. a new boot id (a file bound over /proc/sys/kernel/random/boot_id in the node);
 5. inside the node, in systemd's order: ``systemd-tmpfiles --create --remove --boot``,
    ``systemd-sysctl`` (network keys: the rest is the host's kernel), udev's coldplug of the NICs
@@ -142,6 +143,28 @@ def sysctl_values(ns: str | None) -> dict[str, str]:
             continue
         found[key] = value.strip()
     return found
+
+
+def reset_rules(ns: str, fresh: str) -> int:
+    """Delete the policy rules (IPv4 and IPv6) of ``ns`` that a new namespace ``fresh`` does not have, as a
+    boot starts with the kernel's rules only (the routes of other tables went with the NICs); their number."""
+    import json
+
+    gone = 0
+    for family in ("-4", "-6"):
+        have = json.loads(_run(["ip", "-n", ns, family, "-j", "rule", "show"], check=False).stdout or "[]")
+        base = json.loads(_run(["ip", "-n", fresh, family, "-j", "rule", "show"], check=False).stdout or "[]")
+        for rule in have:
+            if rule in base:
+                continue
+            argv = ["ip", "-n", ns, family, "rule", "del", "priority", str(rule["priority"])]
+            if rule.get("src") not in (None, "all"):
+                argv += ["from", rule["src"] + (f"/{rule['srclen']}" if rule.get("srclen") is not None else "")]
+            if rule.get("table"):
+                argv += ["lookup", str(rule["table"])]
+            if _run(argv, check=False).returncode == 0:
+                gone += 1
+    return gone
 
 
 def parse_cat_config(text: str) -> dict[str, tuple[str, str]]:
@@ -290,12 +313,16 @@ def reboot(lab: Lab, node: str) -> dict[str, Any]:
     step("mounts", "unmounted " + (", ".join(gone) if gone else "nothing") + "; fresh /run and /tmp")
 
     # 3. NICs and the namespace's sysctls
+    from .core import node_rails
+
     for fabric in state["fabrics"]:
-        lab.recreate_nic(node, fabric, state, provision=info.get("network", "none") == "none")
+        for nic in node_rails(info, fabric["name"]):
+            lab.recreate_nic(node, fabric, state, provision=info.get("network", "none") == "none", rail=nic["rail"])
     fresh_ns = f"{lab.name}-boot-{node}"
     _run(["ip", "netns", "add", fresh_ns])
     try:
         defaults = sysctl_values(fresh_ns)
+        rules = reset_rules(ns, fresh_ns)
     finally:
         _run(["ip", "netns", "delete", fresh_ns], check=False)
     current = sysctl_values(ns)
@@ -303,7 +330,8 @@ def reboot(lab: Lab, node: str) -> dict[str, Any]:
     for key, value in sorted(reset.items()):
         _run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"{key}={value}"], check=False)
     step("network", f"NICs recreated at MTU {NETNS_DEFAULT_MTU}, link down; {len(reset)} namespace sysctl(s) "
-                    "back to a new namespace's defaults")
+                    f"back to a new namespace's defaults; {rules} policy rule(s) gone (a boot starts with the "
+                    "kernel's own)")
 
     # 4. boot id
     boot_id = str(uuid.uuid4())
@@ -330,8 +358,7 @@ def reboot(lab: Lab, node: str) -> dict[str, Any]:
                                   + ", ".join(f"{k}={kept[k]['boot']} (live {kept[k]['live']})" for k in differ))
     # udev's coldplug of the NICs: the net_setup_link builtin applies the .link file of each (its MTU)
     links = []
-    for fabric in state["fabrics"]:
-        ifname = state["nodes"][node]["interfaces"][fabric["name"]]["ifname"]
+    for ifname in [n["ifname"] for f in state["fabrics"] for n in node_rails(state["nodes"][node], f["name"])]:
         done = _in_node(lab, node, ["udevadm", "test-builtin", "net_setup_link", f"/sys/class/net/{ifname}"])
         applied = re.search(r"ID_NET_LINK_FILE=(\S+)", done.stdout)
         links.append(f"{ifname} {applied.group(1) if applied else 'no .link'}")
@@ -443,7 +470,9 @@ def start_network(lab: Lab, node: str, state: dict[str, Any]) -> dict[str, Any]:
     _sh(lab, node, "systemd-tmpfiles --create --prefix=/run/systemd/netif >/dev/null 2>&1; "
                    f"setsid unshare --mount --propagation private /bin/sh -c 'mount -o remount,bind,ro /sys && "
                    f"exec {NETWORKD}' </dev/null >/run/datapath-lab-networkd.log 2>&1 &")
-    ifnames = [f["ifname"] for f in state["fabrics"]]
+    from .core import node_rails
+
+    ifnames = [n["ifname"] for f in state["fabrics"] for n in node_rails(state["nodes"][node], f["name"])]
     wait = _in_node(lab, node, [WAIT_ONLINE, "--timeout=20"] + [f"--interface={i}" for i in ifnames], timeout=30)
     result["rc"] = result["rc"] or wait.returncode
     done.append(f"systemd-networkd started; wait-online {' '.join(ifnames)}: rc {wait.returncode}")

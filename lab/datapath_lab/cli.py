@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from . import impair, nvconfig
-from .core import DEFAULT_FABRICS, SERVER_PORT, Lab, LabConfig, LabError
+from .core import DEFAULT_FABRICS, SERVER_PORT, Lab, LabConfig, LabError, node_rails
 
 
 def _fabric(text: str) -> tuple[str, int]:
@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--inventory-dir", help="where to write the inventory (default: inventories/lab)")
     up.add_argument("--server", type=_server, metavar="[NAME:]FABRIC",
                     help="add a source-server namespace NAME (default src) on FABRIC at .250 of its subnet")
+    up.add_argument("--rails", type=int, default=1,
+                    help="NICs per node on every fabric but the management one (rails; default 1), named like "
+                         "real ports (ens1f0np0, ens2f0np0, ...), each with its own switch port")
+    up.add_argument("--addressing", choices=("shared-subnet", "per-rail-subnet"), default="shared-subnet",
+                    help="rails in the fabric's one subnet on one bridge (default), or each rail in a subnet "
+                         "(198.18.I+8R.0/24) on a bridge of its own")
     up.add_argument("--network", choices=("none", "networkd", "netplan"), default="none",
                     help="the nodes' network backend: none (the lab sets addresses and MTUs, default), "
                          "networkd (systemd-networkd runs in each node with its .network files), netplan "
@@ -104,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     mtu.add_argument("node")
     mtu.add_argument("fabric")
     mtu.add_argument("mtu", type=int)
+    mtu.add_argument("--rail", type=int, default=0, help="the node's rail on FABRIC (default 0)")
     imp = sub.add_parser(
         "impair", help="a bottleneck on purpose: a node's switch port (FABRIC) or its NVMe (nvme)",
         description="Impair a node's port of FABRIC inside the switch namespace (--rate: tc tbf, plus an "
@@ -127,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--write-bps", type=_typed(impair.parse_byte_rate),
                      help="nvme: write bytes per second (direct I/O only: page-cache writeback is not throttled)")
     imp.add_argument("--write-iops", type=_typed(impair.parse_iops), help="nvme: write operations per second")
+    imp.add_argument("--rail", type=int, default=0, help="the node's rail on FABRIC whose port is impaired (default 0)")
     imp.add_argument("--clear", action="store_true", help="remove the impairment of this port or NVMe")
     return parser
 
@@ -139,14 +147,18 @@ def _impair(lab: Lab, args: argparse.Namespace) -> int:
         impair.check_request(args.target, args.clear, net, disk)
     except impair.ImpairError as exc:
         raise LabError(str(exc)) from None
+    if args.rail and args.target == impair.NVME:
+        raise LabError("--rail names a port of a fabric, not the NVMe")
+    rail = f" rail {args.rail}" if args.rail else ""
     if args.clear:
-        had = impair.clear(lab, args.node, args.target)
-        print(f"{lab.name}: {args.node} {args.target} " + ("cleared" if had else "had no impairment (checked clean)"))
+        had = impair.clear(lab, args.node, args.target, args.rail)
+        print(f"{lab.name}: {args.node} {args.target}{rail} "
+              + ("cleared" if had else "had no impairment (checked clean)"))
         return 0
     if args.target == impair.NVME:
         record = impair.impair_nvme(lab, args.node, **disk)
     else:
-        record = impair.impair_fabric(lab, args.node, args.target, direction=args.direction, **net)
+        record = impair.impair_fabric(lab, args.node, args.target, direction=args.direction, rail=args.rail, **net)
     print(f"{lab.name}: impaired {impair.describe(record)}")
     return 0
 
@@ -204,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             config = LabConfig(name=args.name, nodes=args.nodes, fabrics=args.fabrics or list(DEFAULT_FABRICS),
                                nvme_size=args.nvme_size, inventory_dir=args.inventory_dir, server=args.server,
-                               network=args.network, nvme_direct_io=args.nvme_direct_io)
+                               network=args.network, nvme_direct_io=args.nvme_direct_io, rails=args.rails,
+                               addressing=args.addressing)
             state = lab.up(config)
             print(f"inventory: {state['inventory_dir']}/hosts.yml")
             return 0
@@ -221,12 +234,17 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"lab {lab.name}: up since {status['created']} ({status['up_seconds']} s to build)")
                 for fabric in status["fabrics"]:
-                    print(f"  fabric {fabric['name']}: {fabric['subnet']} MTU {fabric['mtu']} ({fabric['ifname']})")
+                    subnets = ", ".join(fabric.get("subnets") or [fabric["subnet"]])
+                    nics = ", ".join(fabric.get("ifnames") or [fabric["ifname"]])
+                    rails = (f"; {fabric['rails']} rails, {fabric['addressing']}" if fabric.get("rails", 1) > 1
+                             else "")
+                    print(f"  fabric {fabric['name']}: {subnets} MTU {fabric['mtu']} ({nics}{rails})")
                 agent = status.get("agent_pid")
                 print(f"  network backend in the nodes: {status.get('network', 'none')}; reboot agent: "
                       + (f"pid {agent}" if agent else "not running (`up` starts it)"))
                 for node, info in status["nodes"].items():
-                    addrs = ", ".join(f"{i['ifname']} {i['address']}" for i in info["interfaces"].values())
+                    addrs = ", ".join(f"{n['ifname']} {n['address']}" for f in status["fabrics"]
+                                      for n in node_rails(info, f["name"]))
                     boots = f"; boot {info['boots']} ({info['boot_id']})" if info.get("boot_id") else ""
                     dio = " (direct I/O)" if info.get("nvme_direct_io") else ""
                     print(f"  {node}: nvme {info['nvme']}{dio}; {addrs}{boots}")
@@ -277,8 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "nic-firmware":
             return _nic_firmware(lab, args)
         if args.command == "set-port-mtu":
-            lab.set_port_mtu(args.node, args.fabric, args.mtu)
-            print(f"{lab.name}: switch port of {args.node} on {args.fabric} now MTU {args.mtu}")
+            lab.set_port_mtu(args.node, args.fabric, args.mtu, args.rail)
+            rail = f" rail {args.rail}" if args.rail else ""
+            print(f"{lab.name}: switch port of {args.node} on {args.fabric}{rail} now MTU {args.mtu}")
             return 0
     except LabError as exc:
         print(f"datapath-lab: {exc}", file=sys.stderr)

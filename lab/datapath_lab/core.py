@@ -31,6 +31,12 @@ RUN_ROOT = "/run/datapath-lab"  # a tmpfs per lab: overlay upper dirs of the nod
 # Interface names of each fabric inside a node, like real NICs (onboard, then PCIe ports).
 NIC_NAMES = ["eno1", "ens1f0np0", "ens2f0np0", "ens3f0np0", "ens4f0np0", "ens5f0np0"]
 DEFAULT_FABRICS = (("mgmt", 1500), ("rdma", 9000))
+# Rails (`up --rails N`): every fabric but the management one gets N NICs per node, named like
+# the ports of N PCIe NICs (ens1f0np0, ens2f0np0, ...), each with its own switch port; shared-subnet:
+# all in the fabric's subnet 198.18.I.0/24 on one bridge, node K's rail R at .(10 + K + R x nodes);
+# per-rail-subnet: rail R in 198.18.(I + 8 R).0/24 on a bridge of its own (a leaf per rail), at .(10 + K).
+MAX_RAILS = 8
+ADDRESSING = ("shared-subnet", "per-rail-subnet")
 # The optional source server (`up --server NAME:FABRIC`): its own namespace on one fabric at
 # this host address of the fabric's subnet, interface name inside it, default HTTP port.
 SERVER_HOST = 250
@@ -96,17 +102,35 @@ class Fabric:
     name: str
     mtu: int
     index: int
+    rails: int = 1
+    addressing: str = "shared-subnet"
+    first_nic: int = 0  # the PCIe NIC number of rail0 (ensKf0np0); 0: a fabric of one NIC named from NIC_NAMES
+    nodes: int = 1
 
     @property
     def subnet(self) -> ipaddress.IPv4Network:
-        return ipaddress.IPv4Network(f"198.18.{self.index}.0/24")
+        return self.rail_subnet(0)
+
+    def rail_subnet(self, rail: int) -> ipaddress.IPv4Network:
+        step = 8 * rail if self.addressing == "per-rail-subnet" else 0
+        return ipaddress.IPv4Network(f"198.18.{self.index + step}.0/24")
 
     @property
     def ifname(self) -> str:
-        return NIC_NAMES[self.index]
+        return self.rail_ifname(0)
 
-    def address(self, node_index: int) -> str:
-        return str(self.subnet.network_address + 10 + node_index)
+    def rail_ifname(self, rail: int) -> str:
+        if self.first_nic == 0:
+            return NIC_NAMES[self.index]
+        return f"ens{self.first_nic + rail}f0np0"
+
+    def address(self, node_index: int, rail: int = 0) -> str:
+        if self.addressing == "per-rail-subnet":
+            return str(self.rail_subnet(rail).network_address + 10 + node_index)
+        return str(self.subnet.network_address + 10 + node_index + rail * self.nodes)
+
+    def bridge(self, rail: int) -> str:
+        return f"br{rail}" if self.addressing == "per-rail-subnet" else "br0"
 
 
 @dataclass
@@ -122,6 +146,9 @@ class LabConfig:
     # node's flushes wait for its own writes only, not for the host's write-out of a second,
     # page-cached copy of the image (docs/lab.md); off: the image goes through the host's page cache
     nvme_direct_io: bool = False
+    # NICs per node on every fabric but the management one, and how they are addressed (docs/lab.md)
+    rails: int = 1
+    addressing: str = "shared-subnet"
 
     def validate(self) -> None:
         if not self.name.isalnum() or len(self.name) > 6:
@@ -142,6 +169,15 @@ class LabConfig:
             if not 68 <= mtu <= 9216:
                 raise LabError(f"fabric {name}: MTU {mtu} outside 68..9216")
         parse_size(self.nvme_size)
+        if not 1 <= self.rails <= MAX_RAILS:
+            raise LabError(f"--rails {self.rails}: choose 1 to {MAX_RAILS}")
+        if self.addressing not in ADDRESSING:
+            raise LabError(f"--addressing {self.addressing!r}: choose {' or '.join(ADDRESSING)}")
+        if self.addressing == "shared-subnet" and 10 + self.nodes * self.rails >= SERVER_HOST:
+            raise LabError(f"{self.nodes} nodes x {self.rails} rails do not fit one /24 (at most "
+                           f"{SERVER_HOST - 11} addresses): use fewer, or --addressing per-rail-subnet")
+        if 1 + (len(self.fabrics) - 1) * self.rails > 32:
+            raise LabError("too many NICs per node (at most 32): fewer fabrics or rails")
         if self.network not in boot.NETWORK_MODES:
             raise LabError(f"--network {self.network!r}: choose one of {', '.join(boot.NETWORK_MODES)}")
         if self.network == "netplan" and not shutil.which("netplan"):
@@ -157,7 +193,14 @@ class LabConfig:
                 raise LabError(f"server fabric {fabric!r}: no such fabric; fabrics: {', '.join(sorted(seen))}")
 
     def fabric_objs(self) -> list[Fabric]:
-        return [Fabric(n, m, i) for i, (n, m) in enumerate(self.fabrics)]
+        if self.rails == 1 and self.addressing == "shared-subnet":
+            return [Fabric(n, m, i, nodes=self.nodes) for i, (n, m) in enumerate(self.fabrics)]
+        out = []
+        for i, (n, m) in enumerate(self.fabrics):
+            rails = 1 if i == 0 else self.rails
+            out.append(Fabric(n, m, i, rails=rails, addressing="shared-subnet" if i == 0 else self.addressing,
+                              first_nic=0 if i == 0 else 1 + (i - 1) * self.rails, nodes=self.nodes))
+        return out
 
     def node_names(self) -> list[str]:
         return [f"node{i}" for i in range(1, self.nodes + 1)]
@@ -217,8 +260,8 @@ class Lab:
         return f"{self.name}-sw-{fabric}"
 
     @staticmethod
-    def port(node: str) -> str:
-        return f"p-{node}"
+    def port(node: str, rail: int = 0) -> str:
+        return f"p-{node}" + (f"r{rail}" if rail else "")
 
     def server_info(self, state: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The source server of the lab (namespace, fabric, address, serving process) or None."""
@@ -367,7 +410,7 @@ class Lab:
             "config": _config_dict(config),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "global_snapshot": acquire_globals(self.name),
-            "fabrics": [asdict(f) | {"subnet": str(f.subnet), "ifname": f.ifname} for f in config.fabric_objs()],
+            "fabrics": [_fabric_record(f) for f in config.fabric_objs()],
             "nodes": {},
         }
         # Save early: a crash from here on leaves enough for `down` to restore and clean.
@@ -400,14 +443,16 @@ class Lab:
             sw = self.sw(fabric.name)
             run(["ip", "netns", "add", sw])
             run(["ip", "-n", sw, "link", "set", "lo", "up"])
-            run(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
-            run(["ip", "-n", sw, "link", "set", "br0", "mtu", str(fabric.mtu), "up"])
+            for bridge in sorted({fabric.bridge(r) for r in range(fabric.rails)}):
+                run(["ip", "-n", sw, "link", "add", bridge, "type", "bridge"])
+                run(["ip", "-n", sw, "link", "set", bridge, "mtu", str(fabric.mtu), "up"])
 
         names = config.node_names()
         hosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
         for idx, node in enumerate(names, start=1):
-            hosts += "".join(f"{f.address(idx)} {node}-{f.name}" + (f" {node}" if f.index == 0 else "") + "\n"
-                             for f in fabrics)
+            hosts += "".join(f"{f.address(idx, r)} {node}-{f.name}" + (f"-r{r}" if r else "")
+                             + (f" {node}" if f.index == 0 else "") + "\n"
+                             for f in fabrics for r in range(f.rails))
         if config.server:
             fabric = next(f for f in fabrics if f.name == config.server[1])
             hosts += f"{fabric.subnet.network_address + SERVER_HOST} {config.server[0]}\n"
@@ -418,22 +463,30 @@ class Lab:
             run(["ip", "netns", "add", ns])
             run(["ip", "-n", ns, "link", "set", "lo", "up"])
             addresses = {}
+            rails: dict[str, list[dict[str, Any]]] = {}
             for fabric in fabrics:
                 sw = self.sw(fabric.name)
-                # Both ends are created directly inside their namespaces: no interface ever
-                # appears in the host's namespace.
-                run(["ip", "link", "add", fabric.ifname, "netns", ns, "type", "veth",
-                     "peer", "name", self.port(node), "netns", sw])
-                mac = "02:dd:%02x:%02x:%02x:%02x" % (_lab_byte(self.name), fabric.index, idx >> 8, idx & 0xFF)
-                addr = fabric.address(idx)
-                if config.network == "none":  # the lab provisions the node's network itself
-                    run(["ip", "-n", ns, "link", "set", fabric.ifname, "address", mac, "mtu", str(fabric.mtu), "up"])
-                    run(["ip", "-n", ns, "addr", "add", f"{addr}/{fabric.subnet.prefixlen}", "dev", fabric.ifname])
-                else:  # as a boot finds it: the node's own backend configures it (below)
-                    run(["ip", "-n", ns, "link", "set", fabric.ifname, "address", mac, "mtu", str(NETNS_DEFAULT_MTU)])
-                run(["ip", "-n", sw, "link", "set", self.port(node), "mtu", str(fabric.mtu), "master", "br0", "up"])
-                addresses[fabric.name] = {"ifname": fabric.ifname, "address": addr, "mac": mac,
-                                          "prefixlen": fabric.subnet.prefixlen}
+                for rail in range(fabric.rails):
+                    ifname, port = fabric.rail_ifname(rail), self.port(node, rail)
+                    # Both ends are created directly inside their namespaces: no interface ever
+                    # appears in the host's namespace.
+                    run(["ip", "link", "add", ifname, "netns", ns, "type", "veth", "peer", "name", port, "netns", sw])
+                    mac = "02:dd:%02x:%02x:%02x:%02x" % (_lab_byte(self.name), fabric.index | rail << 4, idx >> 8,
+                                                         idx & 0xFF)
+                    addr = fabric.address(idx, rail)
+                    subnet = fabric.rail_subnet(rail)
+                    if config.network == "none":  # the lab provisions the node's network itself
+                        run(["ip", "-n", ns, "link", "set", ifname, "address", mac, "mtu", str(fabric.mtu), "up"])
+                        run(["ip", "-n", ns, "addr", "add", f"{addr}/{subnet.prefixlen}", "dev", ifname])
+                    else:  # as a boot finds it: the node's own backend configures it (below)
+                        run(["ip", "-n", ns, "link", "set", ifname, "address", mac, "mtu", str(NETNS_DEFAULT_MTU)])
+                    run(["ip", "-n", sw, "link", "set", port, "mtu", str(fabric.mtu), "master", fabric.bridge(rail),
+                         "up"])
+                    nic = {"ifname": ifname, "address": addr, "mac": mac, "prefixlen": subnet.prefixlen}
+                    rails.setdefault(fabric.name, []).append(
+                        dict(nic, rail=rail, port=port, bridge=fabric.bridge(rail), subnet=str(subnet)))
+                    if rail == 0:
+                        addresses[fabric.name] = nic
             image = os.path.join(self.state_dir, f"nvme-{node}.img")
             with open(image, "wb") as fh:
                 fh.truncate(size)
@@ -444,7 +497,7 @@ class Lab:
             run(["blockdev", "--flushbufs", loop], check=False)
             state["nodes"][node] = {"ns": ns, "index": idx, "nvme": loop, "nvme_image": image,
                                     "nvme_bytes": size, "nvme_direct_io": loop_direct_io(loop),
-                                    "interfaces": addresses, "holder_pid": 0,
+                                    "interfaces": addresses, "rails": rails, "holder_pid": 0,
                                     "holder_start": None, "cgroup": None, "network": config.network,
                                     "share": _checkout() or None}
             self.save_state(state)
@@ -452,7 +505,8 @@ class Lab:
             # so `impair NODE nvme` throttles exactly this node's I/O.
             state["nodes"][node]["cgroup"] = impair.make_node_cgroup(self.name, node)
             self.save_state(state)
-            self._prepare_upper(node, pubkey, hosts, config.network, addresses)
+            self._prepare_upper(node, pubkey, hosts, config.network,
+                                {f"{f}/{nic['rail']}": nic for f, nics in rails.items() for nic in nics})
             pid = self._start_holder(node, state["nodes"][node]["cgroup"])
             state["nodes"][node]["holder_pid"] = pid
             state["nodes"][node]["holder_start"] = proc_starttime(pid)
@@ -730,18 +784,19 @@ class Lab:
                                env={**os.environ, "PS1": f"[{node}] \\w# "})
 
     # ---------------------------------------------------------------- reboot
-    def recreate_nic(self, node: str, fabric: dict[str, Any], state: dict[str, Any], provision: bool) -> None:
-        """Recreate a node's NIC on ``fabric`` as a boot finds it: same name and MAC, the kernel's
-        default MTU, no address, down; the switch port keeps its MTU. ``provision``: then give it the
-        lab's address and the fabric's MTU, up (what `up` does, for a node without a backend)."""
-        ns, sw, port = self.ns(node), self.sw(fabric["name"]), self.port(node)
-        nic = state["nodes"][node]["interfaces"][fabric["name"]]
+    def recreate_nic(self, node: str, fabric: dict[str, Any], state: dict[str, Any], provision: bool,
+                     rail: int = 0) -> None:
+        """Recreate a node's NIC on ``fabric`` (its rail ``rail``) as a boot finds it: same name and MAC,
+        the kernel's default MTU, no address, down; the switch port keeps its MTU. ``provision``: then
+        give it the lab's address and the fabric's MTU, up (what `up` does, for a node without a backend)."""
+        ns, sw, port = self.ns(node), self.sw(fabric["name"]), self.port(node, rail)
+        nic = node_rails(state["nodes"][node], fabric["name"])[rail]
         shown = json.loads(run(["ip", "-n", sw, "-j", "link", "show", port]).stdout or "[]")
         port_mtu = shown[0]["mtu"] if shown else fabric["mtu"]
         run(["ip", "-n", ns, "link", "del", nic["ifname"]])
         run(["ip", "link", "add", nic["ifname"], "netns", ns, "type", "veth", "peer", "name", port, "netns", sw])
         run(["ip", "-n", ns, "link", "set", nic["ifname"], "address", nic["mac"], "mtu", str(NETNS_DEFAULT_MTU)])
-        run(["ip", "-n", sw, "link", "set", port, "mtu", str(port_mtu), "master", "br0", "up"])
+        run(["ip", "-n", sw, "link", "set", port, "mtu", str(port_mtu), "master", nic.get("bridge") or "br0", "up"])
         if provision:
             run(["ip", "-n", ns, "link", "set", nic["ifname"], "mtu", str(fabric["mtu"]), "up"])
             run(["ip", "-n", ns, "addr", "add", f"{nic['address']}/{nic['prefixlen']}", "dev", nic["ifname"]])
@@ -820,7 +875,7 @@ class Lab:
                     print(f"{time.strftime('%H:%M:%S')} reboot of {node} failed: {exc}", flush=True)
             time.sleep(poll)
 
-    def set_port_mtu(self, node: str, fabric: str, mtu: int) -> None:
+    def set_port_mtu(self, node: str, fabric: str, mtu: int, rail: int = 0) -> None:
         state = self.require_state()
         if node not in state["nodes"]:
             raise LabError(f"no node {node!r}; nodes: {', '.join(state['nodes'])}")
@@ -828,7 +883,10 @@ class Lab:
             raise LabError(f"no fabric {fabric!r}; fabrics: {', '.join(f['name'] for f in state['fabrics'])}")
         if not 68 <= mtu <= 9216:
             raise LabError(f"MTU {mtu} outside 68..9216")
-        run(["ip", "-n", self.sw(fabric), "link", "set", self.port(node), "mtu", str(mtu)])
+        nics = node_rails(state["nodes"][node], fabric)
+        if not 0 <= rail < len(nics):
+            raise LabError(f"--rail {rail}: {node} has rails 0..{len(nics) - 1} on {fabric}")
+        run(["ip", "-n", self.sw(fabric), "link", "set", self.port(node, rail), "mtu", str(mtu)])
 
     def status(self) -> dict[str, Any]:
         state = self.load_state()
@@ -869,6 +927,9 @@ class Lab:
                 "datapath_lab_nvme_bytes": info["nvme_bytes"],
                 "datapath_lab_interfaces": info["interfaces"],
                 **nvconfig.host_vars(info),
+                # the node's addresses per fabric (one address, or a list in rail order): the
+                # collection reads them as any inventory's host variable, never the lab's own
+                "datapath_addresses": {f["name"]: _rail_addresses(info, f["name"]) for f in state["fabrics"]},
             }
         names = list(state["nodes"])
         half = (len(names) + 1) // 2
@@ -932,6 +993,34 @@ class Lab:
 
 
 # -------------------------------------------------------------------- helpers
+def _rail_addresses(info: dict[str, Any], fabric: str) -> str | list[str]:
+    nics = node_rails(info, fabric)
+    return nics[0]["address"] if len(nics) == 1 else [n["address"] for n in nics]
+
+
+def _fabric_record(fabric: Fabric) -> dict[str, Any]:
+    """A fabric in the lab's state: name, mtu, index, subnet and ifname (rail0's), and, with rails, every
+    rail's subnet, interface name and bridge."""
+    record = {k: v for k, v in asdict(fabric).items() if k in ("name", "mtu", "index")}
+    record.update(subnet=str(fabric.subnet), ifname=fabric.ifname)
+    if fabric.rails > 1 or fabric.addressing != "shared-subnet":
+        record.update(rails=fabric.rails, addressing=fabric.addressing,
+                      subnets=sorted({str(fabric.rail_subnet(r)) for r in range(fabric.rails)},
+                                     key=lambda t: [str(fabric.rail_subnet(r)) for r in range(fabric.rails)].index(t)),
+                      ifnames=[fabric.rail_ifname(r) for r in range(fabric.rails)],
+                      bridges=[fabric.bridge(r) for r in range(fabric.rails)])
+    return record
+
+
+def node_rails(info: dict[str, Any], fabric: str) -> list[dict[str, Any]]:
+    """A node's NICs on ``fabric``, rail0 first (a lab made before rails has the one of ``interfaces``)."""
+    found = (info.get("rails") or {}).get(fabric)
+    if found:
+        return list(found)
+    nic = dict(info["interfaces"][fabric])
+    return [dict(nic, rail=0, port=None, bridge="br0")]
+
+
 def _config_dict(config: LabConfig) -> dict[str, Any]:
     found: dict[str, Any] = {"nodes": config.nodes, "fabrics": [list(f) for f in config.fabrics],
                              "nvme_size": config.nvme_size}
@@ -941,6 +1030,8 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
         found["network"] = config.network
     if config.nvme_direct_io:  # only when set, as the server: older labs keep comparing equal
         found["nvme_direct_io"] = True
+    if config.rails != 1 or config.addressing != "shared-subnet":  # the same: only when not the default
+        found.update(rails=config.rails, addressing=config.addressing)
     return found
 
 

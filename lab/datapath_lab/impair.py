@@ -284,8 +284,8 @@ def majmin(device: str) -> str:
 
 
 # ------------------------------------------------------------------ the lab's impairments
-def key_of(node: str, target: str) -> str:
-    return f"{node}/{target}"
+def key_of(node: str, target: str, rail: int = 0) -> str:
+    return f"{node}/{target}" + (f"/{rail}" if rail else "")
 
 
 def records(state: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -293,9 +293,11 @@ def records(state: dict[str, Any] | None) -> list[dict[str, Any]]:
     return [found[k] for k in sorted(found)]
 
 
-def names(node: str) -> dict[str, str]:
-    """Interface names of a node's port in a switch namespace."""
-    return {"port": f"p-{node}", "bridge_end": f"q-{node}", "relay_end": f"r-{node}", "ifb": f"i-{node}"}
+def names(node: str, rail: int = 0) -> dict[str, str]:
+    """Interface names of a node's port (of its rail ``rail``) in a switch namespace."""
+    tail = f"r{rail}" if rail else ""
+    return {"port": f"p-{node}{tail}", "bridge_end": f"q-{node}{tail}", "relay_end": f"r-{node}{tail}",
+            "ifb": f"i-{node}{tail}"}
 
 
 def relay_pid(record: dict[str, Any]) -> int | None:
@@ -330,7 +332,8 @@ def describe(record: dict[str, Any]) -> str:
         parts.append(f"loss {format_loss(record['loss'])}")
     how = (f"relay pid {record['relay']['pid']}" if record.get("relay") else
            "tc tbf" + (" + ifb" if record.get("ifb") else ""))
-    return f"{record['node']} {record['target']}: {', '.join(parts)} ({record['direction']}; {how})"
+    rail = f" rail {record['rail']}" if record.get("rail") else ""
+    return f"{record['node']} {record['target']}{rail}: {', '.join(parts)} ({record['direction']}; {how})"
 
 
 @contextmanager
@@ -374,9 +377,18 @@ def _tc(sw: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[
     return run(["tc", "-n", sw, *args], check=check)
 
 
+def _rail_nic(state: dict[str, Any], node: str, fabric: str, rail: int) -> dict[str, Any]:
+    from .core import LabError, node_rails
+
+    nics = node_rails(state["nodes"][node], fabric)
+    if not 0 <= rail < len(nics):
+        raise LabError(f"--rail {rail}: {node} has rails 0..{len(nics) - 1} on {fabric}")
+    return nics[rail]
+
+
 def impair_fabric(lab: Lab, node: str, fabric: str, rate: int | None = None, loss: float | None = None,
-                  delay: float | None = None, direction: str = "both") -> dict[str, Any]:
-    """Impair a node's port of a fabric (replacing what was there); returns the record."""
+                  delay: float | None = None, direction: str = "both", rail: int = 0) -> dict[str, Any]:
+    """Impair a node's port of a fabric, of its rail ``rail`` (replacing what was there); returns the record."""
     from .core import LabError
 
     if direction not in DIRECTIONS:
@@ -387,11 +399,12 @@ def impair_fabric(lab: Lab, node: str, fabric: str, rate: int | None = None, los
         state = lab.require_state()
         _check_node(state, node)
         fab = _fabric(state, fabric)
+        nic = _rail_nic(state, node, fabric, rail)
         sw = lab.sw(fabric)
         if sw not in lab.namespaces():
             raise LabError(f"switch namespace {sw} is missing; run `datapath-lab up` to recover")
-        _clear_fabric(lab, state, node, fabric)
-        n = names(node)
+        _clear_fabric(lab, state, node, fabric, rail)
+        n = names(node, rail)
         to_node = direction in ("both", "to-node")
         from_node = direction in ("both", "from-node")
         record: dict[str, Any] = {
@@ -399,9 +412,10 @@ def impair_fabric(lab: Lab, node: str, fabric: str, rate: int | None = None, los
             "port": n["port"], "rate_bps": rate, "loss": loss, "delay_s": delay,
             "rate": format_rate(rate) if rate else None, "relay": None, "ifb": None,
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "rail": rail, "interface": nic["ifname"], "bridge": nic.get("bridge") or "br0",
         }
         # Recorded first: a crash half-way leaves enough for --clear and `down` to undo it.
-        state.setdefault("impairments", {})[key_of(node, fabric)] = record
+        state.setdefault("impairments", {})[key_of(node, fabric, rail)] = record
         lab.save_state(state)
         try:
             mtu = int(fab["mtu"])
@@ -423,7 +437,7 @@ def impair_fabric(lab: Lab, node: str, fabric: str, rate: int | None = None, los
                 for dev in outs:
                     _tc(sw, "qdisc", "replace", "dev", dev, "root", "tbf", *tbf_args(rate, mtu))
         except BaseException:
-            _clear_fabric(lab, state, node, fabric)
+            _clear_fabric(lab, state, node, fabric, rail)
             raise
         lab.save_state(state)
         return record
@@ -434,11 +448,12 @@ def _start_relay(lab: Lab, state: dict[str, Any], record: dict[str, Any], mtu: i
     from .core import LabError, proc_starttime
 
     node, fabric, sw = record["node"], record["target"], record["switch"]
-    n = names(node)
+    rail = int(record.get("rail") or 0)
+    n = names(node, rail)
     _ip(sw, "link", "add", n["bridge_end"], "mtu", str(mtu), "type", "veth", "peer", "name", n["relay_end"],
         "mtu", str(mtu))
     _ip(sw, "link", "set", n["relay_end"], "up")
-    base = os.path.join(lab.state_dir, f"relay-{node}-{fabric}")
+    base = os.path.join(lab.state_dir, f"relay-{node}-{fabric}" + (f"-r{rail}" if rail else ""))
     ready, log, stats = base + ".ready", base + ".log", base + ".stats.json"
     for path in (ready, stats):
         if os.path.exists(path):
@@ -463,7 +478,7 @@ def _start_relay(lab: Lab, state: dict[str, Any], record: dict[str, Any], mtu: i
         time.sleep(0.02)
     # Out of the bridge first, then the relay's veth in: never both (that would be a loop).
     _ip(sw, "link", "set", n["port"], "nomaster")
-    _ip(sw, "link", "set", n["bridge_end"], "master", "br0", "up")
+    _ip(sw, "link", "set", n["bridge_end"], "master", record.get("bridge") or "br0", "up")
 
 
 def _tail(path: str) -> str:
@@ -510,19 +525,23 @@ def _reap(pid: int) -> None:
         pass
 
 
-def _clear_fabric(lab: Lab, state: dict[str, Any], node: str, fabric: str) -> dict[str, Any] | None:
-    """Undo whatever an impairment of this port may have left, recorded or not; idempotent."""
-    record = (state.get("impairments") or {}).pop(key_of(node, fabric), None)
+def _clear_fabric(lab: Lab, state: dict[str, Any], node: str, fabric: str, rail: int = 0) -> dict[str, Any] | None:
+    """Undo whatever an impairment of this port (of rail ``rail``) may have left, recorded or not; idempotent."""
+    from .core import node_rails
+
+    record = (state.get("impairments") or {}).pop(key_of(node, fabric, rail), None)
     stats = _stop_relay(record) if record else None
     sw = lab.sw(fabric)
-    n = names(node)
+    n = names(node, rail)
+    nics = node_rails(state["nodes"][node], fabric) if node in state.get("nodes", {}) else []
+    bridge = (nics[rail].get("bridge") if rail < len(nics) else None) or "br0"
     if sw in lab.namespaces():
         _ip(sw, "link", "del", n["bridge_end"], check=False)  # its peer r-NODE goes with it
         _tc(sw, "qdisc", "del", "dev", n["port"], "root", check=False)
         _tc(sw, "qdisc", "del", "dev", n["port"], "ingress", check=False)
         _ip(sw, "link", "del", n["ifb"], check=False)
         if node in state.get("nodes", {}):
-            _ip(sw, "link", "set", n["port"], "master", "br0", "up", check=False)
+            _ip(sw, "link", "set", n["port"], "master", bridge, "up", check=False)
     lab.save_state(state)
     return stats
 
@@ -571,18 +590,19 @@ def _clear_nvme(state: dict[str, Any], node: str) -> None:
                 pass
 
 
-def clear(lab: Lab, node: str, target: str) -> bool:
-    """Remove the impairment of a node's port or NVMe; True when one was recorded."""
+def clear(lab: Lab, node: str, target: str, rail: int = 0) -> bool:
+    """Remove the impairment of a node's port (of rail ``rail``) or NVMe; True when one was recorded."""
     with _locked(lab):
         state = lab.require_state()
         _check_node(state, node)
-        had = key_of(node, target) in (state.get("impairments") or {})
+        had = key_of(node, target, rail) in (state.get("impairments") or {})
         if target == NVME:
             _clear_nvme(state, node)
             lab.save_state(state)
         else:
             _fabric(state, target)
-            _clear_fabric(lab, state, node, target)
+            _rail_nic(state, node, target, rail)
+            _clear_fabric(lab, state, node, target, rail)
         return had
 
 
@@ -593,7 +613,8 @@ def stop_relays(state: dict[str, Any] | None) -> list[str]:
         pid = relay_pid(record)
         if pid:
             _stop_relay(record)
-            done.append(f"stopped the relay of {record['node']}/{record['target']} (pid {pid})")
+            done.append(f"stopped the relay of {key_of(record['node'], record['target'], record.get('rail') or 0)} "
+                        f"(pid {pid})")
     return done
 
 
@@ -601,7 +622,7 @@ def problems(state: dict[str, Any]) -> list[str]:
     """Impairments that are recorded but no longer in force."""
     found = []
     for record in records(state):
-        where = f"impairment {record['node']}/{record['target']}"
+        where = f"impairment {key_of(record['node'], record['target'], record.get('rail') or 0)}"
         if record["kind"] == NVME:
             rules = read_throttle(record["cgroup"]) if os.path.isdir(record["cgroup"]) else {}
             for key in ("read_bps", "read_iops", "write_bps", "write_iops"):

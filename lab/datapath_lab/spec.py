@@ -41,15 +41,21 @@ ROCE = {
 
 def lab_spec(state: dict[str, Any]) -> dict[str, Any]:
     fabrics = []
-    interfaces = []
+    interfaces: list[dict[str, Any]] = []
     for i, fabric in enumerate(state["fabrics"]):
-        entry: dict[str, Any] = {"name": fabric["name"], "mtu": fabric["mtu"], "subnets": [fabric["subnet"]]}
+        entry: dict[str, Any] = {"name": fabric["name"], "mtu": fabric["mtu"],
+                                 "subnets": list(fabric.get("subnets") or [fabric["subnet"]])}
         if i == 0:
             entry.update(purpose="management", kind="ethernet")
         else:
             entry.update(purpose="rdma", kind="roce", roce=ROCE)
+        if fabric.get("addressing") == "per-rail-subnet":
+            # each rail its own subnet (a leaf of its own); the fabric's subnets are the rails'
+            entry.update(addressing="per-rail-subnet", rails=[{"subnet": net} for net in fabric["subnets"]])
         fabrics.append(entry)
-        interfaces.append({"name": fabric["ifname"], "fabric": fabric["name"]})
+        # rails in interface order: rail0 is the fabric's first NIC
+        interfaces.extend({"name": name, "fabric": fabric["name"]} for name in fabric.get("ifnames") or
+                          [fabric["ifname"]])
     sysctl: dict[str, Any] = {
         "net.ipv4.tcp_rmem": "4096 131072 16777216",
         "net.ipv4.tcp_wmem": "4096 16384 16777216",

@@ -62,7 +62,8 @@ MARK = "--aiinfra-datapath-numa--"
 
 # the variables of node_plan's facts argument (see plugin_utils/cluster_spec/plan.py node_facts)
 # (and ansible_facts.memtotal_mb)
-PLAN_FACT_VARS = ("datapath_memory_bytes", "datapath_numa_nodes", "ansible_memtotal_mb", "datapath_backend")
+PLAN_FACT_VARS = ("datapath_memory_bytes", "datapath_numa_nodes", "ansible_memtotal_mb", "datapath_backend",
+                  "datapath_addresses")  # the host's rail addresses (rail_routing, plan_rails.py)
 # host variables a capability's derived argument reads (the lockout guard's address)
 DERIVE_VARS = ("datapath_connection_address", "ansible_host", "inventory_hostname")
 

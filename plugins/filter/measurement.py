@@ -33,6 +33,11 @@ def _registered(value: Any) -> Any:
     return _plain(value)
 
 
+def _m_skipped(value: Any) -> bool:
+    """A registered result of a task that was skipped (its condition was false)."""
+    return isinstance(value, Mapping) and bool(value.get("skipped"))
+
+
 def _hosts(hosts: Any, name: str) -> list[str]:
     if hosts is None or isinstance(hosts, (str, Mapping)):
         raise AnsibleFilterError(f"{name}: hosts must be a list of inventory host names (ansible_play_hosts_all)")
@@ -74,7 +79,9 @@ def measure_report(hostvars: Any, hosts: Any, schedule: Any, reached: Any = None
             "reached": host in alive,
             "measure": measure,
             "roce": (plan.get("roce_qos") or {}).get("interfaces") or [],
-            "storage_planned": bool(measure and measure.get("storage")),
+            # not when the run left the storage probe out (measure_storage: false): a skipped task
+            "storage_planned": bool(measure and measure.get("storage"))
+            and not _m_skipped(_get(hv, f"{prefix}_storage_result")),
             "net": _plain(_get(hv, f"{prefix}_net")) or [],
             "paths": _registered(_get(hv, f"{prefix}_paths_result")),
             "storage": _registered(_get(hv, f"{prefix}_storage_result")),

@@ -35,6 +35,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels impor
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config import NicConfig
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import NicFirmware
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
+from ansible_collections.aiinfra.datapath.plugins.module_utils._rail_routing import RailRouting
 from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import RoceQos
 from ansible_collections.aiinfra.datapath.plugins.module_utils._site_metrics import HEARTBEAT, SOURCE, site_families
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import SysctlProfile
@@ -43,8 +44,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned_profile im
 # The capabilities datapath_run dispatches, in the order the datapath role applies them
 # (kernel and memory -> network -> storage -> Kubernetes).
 BACKENDS = dict((cls.name, cls) for cls in (
-    SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RoceQos, NicFirmware, NicConfig, NvmeLayout,
-    NfdLabels))
+    SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RailRouting, RoceQos, NicFirmware, NicConfig,
+    NvmeLayout, NfdLabels))
 
 
 def run_call(runner, name, args, check_mode=False, diff=False, cls=None):

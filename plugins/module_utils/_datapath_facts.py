@@ -44,6 +44,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware imp
 )
 from ansible_collections.aiinfra.datapath.plugins.module_utils._node_topology import NodeTopology
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+from ansible_collections.aiinfra.datapath.plugins.module_utils._rail_facts import routing_facts
 from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
     boot_values_with_tuned,
     canonical_name,
@@ -53,7 +54,9 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
-            "storage", "nfd", "topology", "last_run", "nic_config")
+            "storage", "nfd", "topology", "last_run", "nic_config", "routing")
+# gathered unless ``gather`` says otherwise; ``routing`` (the rails' rules and tables) is asked for by the audit
+DEFAULT_SECTIONS = SECTIONS[:-1]
 LAST_RUN_FILE = "/var/lib/aiinfra-datapath/last-run.json"  # written by playbooks/local.yml (pull mode)
 LAST_RUN_KEYS = ("node", "result", "error", "finished", "revision", "check_mode", "reboot_required")
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -126,7 +129,7 @@ class DatapathFacts(Capability):
     @classmethod
     def options(cls):
         return dict(
-            gather=dict(type="list", elements="str", choices=list(SECTIONS), default=list(SECTIONS)),
+            gather=dict(type="list", elements="str", choices=list(SECTIONS), default=list(DEFAULT_SECTIONS)),
             sysctl_keys=dict(type="list", elements="str", default=[], no_log=False),
             interfaces=dict(type="list", elements="str"),
             storage_devices=dict(type="list", elements="str", default=[]),
@@ -141,7 +144,7 @@ class DatapathFacts(Capability):
     def __init__(self, params, node):
         Capability.__init__(self, params, node)
         self.host = node.root
-        self.gather = list(params.get("gather") or SECTIONS)
+        self.gather = list(params.get("gather") or DEFAULT_SECTIONS)
         self.unavailable = {}
         self.notes = []
         self._tools = {}
@@ -448,6 +451,14 @@ class DatapathFacts(Capability):
             out[key] = [str(item) for item in value] if isinstance(value, list) else []
         return out
 
+    def routing(self):
+        """Policy rules, the routes of the other tables, addresses and the rails' ARP/rp_filter keys
+        (``_rail_facts``): what the audit compares with the plan's rail_routing."""
+        if self.runner is None:
+            self.unavailable["routing"] = "no command runner"
+            return None
+        return routing_facts(self.host, self.runner, self._names())
+
     # -- all ----------------------------------------------------------------------------
     def collect(self):
         facts = {"version": FACTS_VERSION, "gathered": [s for s in SECTIONS if s in self.gather]}
@@ -468,6 +479,7 @@ class DatapathFacts(Capability):
         facts["topology"] = self._section("topology", self.topology)
         facts["last_run"] = self._section("last_run", self.last_run)
         facts["nic_config"] = self._section("nic_config", self.nic_config)
+        facts["routing"] = self._section("routing", self.routing)
         facts["unavailable"] = dict(sorted(self.unavailable.items()))
         facts["notes"] = self.notes
         return facts

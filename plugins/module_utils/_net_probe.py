@@ -22,6 +22,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import json
+import os
 import re
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils import _net_probe_builtin as builtin
@@ -94,6 +96,14 @@ class NetProbe(Capability):
             socket_buffer=dict(type="int"),
             peer=dict(type="str"),
             token=dict(type="str", required=True, no_log=True),
+            legs=dict(type="list", elements="dict", default=[], options=dict(
+                rail=dict(type="int", required=True),
+                address=dict(type="str", required=True),
+                source=dict(type="str"),
+                peer=dict(type="str"),
+                port=dict(type="int", required=True),
+                interface=dict(type="str"),
+            )),
         )
 
     @classmethod
@@ -126,6 +136,16 @@ class NetProbe(Capability):
         refused = [why for why in (refusal("address", p["address"], allowed),
                                    p.get("source") and refusal("source", p["source"], allowed),
                                    p.get("peer") and refusal("peer", p["peer"], allowed)) if why]
+        for index, leg in enumerate(p.get("legs") or []):
+            where = "legs[%d] (rail %d)" % (index, leg["rail"])
+            refused += [why for why in (refusal("%s address" % where, leg["address"], allowed),
+                                        leg.get("source") and refusal("%s source" % where, leg["source"], allowed),
+                                        leg.get("peer") and refusal("%s peer" % where, leg["peer"], allowed))
+                        if why]
+            if p["role"] == "client" and not leg.get("source"):
+                refused.append("%s: a client leg needs its source" % where)
+            if not LIMITS["port"][0] <= leg["port"] <= LIMITS["port"][1]:
+                refused.append("%s: port %s is outside 1-65534" % (where, leg["port"]))
         if not refused and p.get("source") and (ipaddress.ip_address(p["source"]).version
                                                 != ipaddress.ip_address(p["address"]).version):
             refused.append("source %s and address %s are of different IP versions" % (p["source"], p["address"]))
@@ -155,13 +175,48 @@ class NetProbe(Capability):
                 "netstat": dict((key, None) for key in NETSTAT_KEYS), "latency": latency_result(),
                 "socket_buffers": dict((key, None) for key, _path in SOCKET_BUFFER_SYSCTLS)}
 
+    def nic_counters(self):
+        """{ifname: {tx_bytes, rx_bytes}} of every interface but lo (/sys/class/net/IF/statistics)."""
+        out = {}
+        for name in self.root.listdir("/sys/class/net"):
+            if name == "lo":
+                continue
+            entry = {}
+            for key in ("tx_bytes", "rx_bytes"):
+                try:
+                    entry[key] = int((self.root.read("/sys/class/net/%s/statistics/%s" % (name, key)) or "").strip())
+                except (ValueError, IOError, OSError):
+                    entry[key] = None
+            out[name] = entry
+        return out
+
+    @staticmethod
+    def nic_delta(before, after):
+        """The bytes each interface sent and received over the run (which NIC the traffic took)."""
+        out = {}
+        for name in sorted(set(before) & set(after)):
+            out[name] = dict((key, after[name][key] - before[name][key]
+                              if before[name].get(key) is not None and after[name].get(key) is not None
+                              and after[name][key] >= before[name][key] else None) for key in ("tx_bytes", "rx_bytes"))
+        return out
+
     def read(self):
         probe = self.probe(None)
         probe["socket_buffers"] = self.socket_buffers()
+        probe["nic_bytes"] = None
+        if self.params.get("legs"):
+            probe["legs"] = [dict(self.probe(None), rail=leg["rail"], interface=leg.get("interface"),
+                                  address=leg["address"], source=leg.get("source"), port=leg["port"])
+                             for leg in self.params["legs"]]
         if self.check_mode:
             return probe  # what would be measured; no socket is opened
         before = self.counters()
-        figures = self.measure()
+        nics = self.nic_counters()
+        if self.params.get("legs"):
+            figures = self.measure_legs(probe)
+        else:
+            figures = self.measure()
+        probe["nic_bytes"] = self.nic_delta(nics, self.nic_counters())
         probe["netstat"] = netstat_delta(before, self.counters())
         probe.update(figures)
         if probe["tool"] == "iperf3" and probe["role"] == "client" and probe["tcp"]["retransmits"] is not None:
@@ -173,9 +228,54 @@ class NetProbe(Capability):
                                 retransmit_share=share(lost_segments(probe["tcp"]["retransmits"], spurious), segments))
         return probe
 
-    def measure(self):
+    def measure_legs(self, probe):
+        """Every leg (one rail of the pair) at once, each in a process of its own forked before any
+        thread runs (the engines fork their latency child and start threads themselves); the figures
+        of legs[0] for ``probe`` (each leg's in ``probe["legs"]``; netstat deltas are the node's, for all)."""
+        children = []
+        for index, leg in enumerate(self.params["legs"]):
+            read_end, write_end = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the leg's own process: measure, write the figures, leave without cleanup
+                code = 0
+                try:
+                    os.close(read_end)
+                    # a server leg serves only the client's address on that rail (its own planned peer)
+                    params = dict(self.params, address=leg["address"], source=leg.get("source"), port=leg["port"],
+                                  peer=leg.get("peer") or self.params.get("peer"))
+                    data = json.dumps(self.measure(params)).encode()
+                    while data:
+                        data = data[os.write(write_end, data):]
+                except BaseException:  # pylint: disable=broad-except
+                    code = 1
+                finally:
+                    os._exit(code)  # pylint: disable=protected-access
+            os.close(write_end)
+            children.append((index, pid, read_end))
+        for index, pid, read_end in children:
+            chunks = []
+            while True:
+                chunk = os.read(read_end, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            os.close(read_end)
+            os.waitpid(pid, 0)
+            try:
+                figures = json.loads(b"".join(chunks).decode() or "null")
+            except ValueError:
+                figures = None
+            if not isinstance(figures, dict):
+                figures = {"ok": False,
+                           "error": "the probe of rail %s ended without a result" % probe["legs"][index]["rail"]}
+            probe["legs"][index].update(figures)
+        keep = ("ok", "error", "bytes", "seconds", "gbit_per_s", "tcp", "latency")
+        first = dict((k, v) for k, v in probe["legs"][0].items() if k in keep)
+        return first
+
+    def measure(self, params=None):
         """The engine's figures: ok, error, bytes, seconds, gbit_per_s, tcp, latency."""
-        p = self.params
+        p = params if params is not None else self.params
         out = {"ok": False, "error": None}
         try:
             if p["tool"] == "iperf3":

@@ -45,7 +45,9 @@ TCP_INFO_FIELDS = (
 TCP_INFO_LEN = 256  # asked of getsockopt; the kernel returns min(this, its struct size)
 
 NETSTAT_KEYS = ("TcpRetransSegs", "TcpExtTCPLostRetransmit", "TcpExtTCPTimeouts", "TcpOutSegs",
-                "TcpExtTCPDSACKRecvSegs")
+                "TcpExtTCPDSACKRecvSegs",
+                # packets the reverse-path filter dropped (LINUX_MIB_IPRPFILTER): rails, docs/network.md
+                "TcpExtIPReversePathFilter")
 SOCKET_BUFFER_SYSCTLS = (
     ("tcp_rmem", "/proc/sys/net/ipv4/tcp_rmem"),
     ("tcp_wmem", "/proc/sys/net/ipv4/tcp_wmem"),

@@ -48,6 +48,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._netconf_systemd 
 
 NETPLAN_DIRS = ("/lib/netplan", "/etc/netplan", "/run/netplan")     # later shadows earlier
 OWN = "/etc/netplan/90-aiinfra-datapath.yaml"
+OWN_RAILS = "/etc/netplan/90-aiinfra-rails.yaml"     # rail_routing's: routes and routing-policy per definition
+OWN_FILES = (OWN, OWN_RAILS)
 MTU_SECTIONS = ("ethernets", "wifis", "modems", "bonds", "bridges", "vlans", "tunnels")
 MATCH_SECTIONS = ("ethernets", "wifis", "modems")
 LINK_SECTIONS = ("ethernets", "wifis")      # netplan writes 10-netplan-ID.link for these
@@ -83,14 +85,15 @@ class NetplanView(object):
     def __init__(self, host, runner):
         self.host = host
         self.runner = runner
-        self.files = [(n, p) for n, p in netplan_files(host) if p != OWN]
+        self.files = [(n, p) for n, p in netplan_files(host) if p not in OWN_FILES]
         self.netplan = runner.which("netplan")
 
-    def load(self, planned=None):
+    def load(self, planned=None, path=OWN):
+        """The merged ``network:``; ``planned`` is read as our file ``path`` (OWN: link_mtu's)."""
         if self.netplan:
-            return self._get(planned)
+            return self._get(planned, path)
         network = {}
-        files = list(self.files) + ([(os.path.basename(OWN), None)] if planned is not None else [])
+        files = list(self.files) + ([(os.path.basename(path), None)] if planned is not None else [])
         for _name, path in sorted(files, key=lambda entry: entry[0]):
             if path is None:
                 merge(network, planned.get("network") or {})
@@ -104,13 +107,13 @@ class NetplanView(object):
                 merge(network, doc["network"])
         return network
 
-    def _get(self, planned):
+    def _get(self, planned, own=OWN):
         tmp = tempfile.mkdtemp(prefix="aiinfra-netplan-")
         try:
             os.chmod(tmp, 0o700)
             copies = [(p, self.host.read_raw(p)) for n, p in self.files]
             if planned is not None:
-                copies.append((OWN, json.dumps(planned)))
+                copies.append((own, json.dumps(planned)))
             for path, text in copies:
                 dest = os.path.join(tmp, path.lstrip("/"))
                 if not os.path.isdir(os.path.dirname(dest)):
@@ -124,7 +127,7 @@ class NetplanView(object):
         if rc != 0 and "invalid choice" in (err or ""):
             # netplan before 0.100 (Ubuntu 18.04) has no 'get': read the files as netplan would
             self.netplan = None
-            return self.load(planned)
+            return self.load(planned, own)
         if rc != 0:
             text = (err or out or "").replace(tmp, "")
             found = re.findall(r"(/\S+\.yaml:\d+:\d+: .*)", text)
@@ -326,3 +329,58 @@ class NetplanBackend(Backend):
             return (file_action(self.path, current, None) if current is not None else None), notes
         content = json.dumps({"network": network}, indent=2, sort_keys=True) + "\n"
         return self._file_change(self.path, content, mode=0o600), notes
+
+    # -- rail routing (rail_routing) --------------------------------------------------------
+    def plan_routing(self, targets, others=()):
+        """``routes`` (with ``table``) and ``routing-policy`` under the ID of the definition that configures
+        each rail's interface, in our own file ``90-aiinfra-rails.yaml``: netplan appends the lists of one ID
+        across files, so the definition's own routes stay."""
+        current = self.host.read_raw(OWN_RAILS)
+        view = NetplanView(self.host, self.runner)
+        try:
+            defs = definitions(view.load())
+        except NetplanError as exc:
+            return [], ["%s; rail routing not persisted through netplan" % exc]
+        notes, entries = [], {}
+        owners = dict((d["name"], candidates(defs, d)) for d in list(targets) + list(others))
+        for target in targets:
+            name = target["name"]
+            found = owners[name]
+            if not found:
+                notes.append("%s: not configured by netplan; its rail table and rule are not persisted (a new "
+                             "netplan definition would take the interface over)" % name)
+                continue
+            section, ident, answer = found[0]
+            if answer is None:
+                notes.append("%s: netplan's %s.%s may configure it (its match cannot be checked here); rail routing "
+                             "not persisted" % (name, section, ident))
+                continue
+            if section not in MTU_SECTIONS:
+                notes.append("%s: configured by netplan's %s.%s, which has no routes; rail routing not persisted"
+                             % (name, section, ident))
+                continue
+            reach = sorted(d["name"] for d in list(targets) + list(others) if d["name"] != name
+                           and (section, ident) in [(s, i) for s, i, a in owners[d["name"]][:1]])
+            if reach:
+                notes.append("%s: netplan's %s.%s also configures %s; rail routing not persisted (its table and rule "
+                             "would apply to every interface it configures)" % (name, section, ident, ", ".join(reach)))
+                continue
+            entry = entries.setdefault((section, ident), {"routes": [], "routing-policy": []})
+            for rail in target["rails"]:
+                entry["routing-policy"].append({"from": rail["address"], "table": rail["table"],
+                                                "priority": rail["priority"]})
+                entry["routes"].append({"to": rail["subnet"], "scope": "link", "table": rail["table"]})
+                entry["routes"].extend({"to": r["to"], "via": r["via"], "table": rail["table"]}
+                                       for r in rail.get("routes") or [])
+        network = {"version": 2}
+        for (section, ident), entry in sorted(entries.items()):
+            network.setdefault(section, {})[ident] = entry
+        if len(network) == 1:
+            return ([file_action(OWN_RAILS, current, None)] if current is not None else []), notes
+        try:
+            view.load({"network": network}, OWN_RAILS)
+        except NetplanError as exc:
+            return [], notes + ["%s with the planned %s; rail routing not persisted" % (exc, OWN_RAILS)]
+        content = json.dumps({"network": network}, indent=2, sort_keys=True) + "\n"
+        change = self._file_change(OWN_RAILS, content, mode=0o600)
+        return ([change] if change else []), notes

@@ -25,6 +25,9 @@ import re
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import file_action
 
 HEADER = "Managed by aiinfra.datapath.link_mtu; changes here are overwritten."
+RAIL_HEADER = "Managed by aiinfra.datapath.rail_routing; changes here are overwritten."
+RAIL_DROPIN = "90-aiinfra-rails.conf"
+RAIL_OWNERS = re.compile(r"^# Rail routing of (\S+) ", re.M)
 SEARCH_DIRS = ("/etc/systemd/network", "/run/systemd/network", "/usr/local/lib/systemd/network",
                "/usr/lib/systemd/network", "/lib/systemd/network")
 OWN_DIR = "/etc/systemd/network"
@@ -60,6 +63,11 @@ class Backend(object):
         """Return (actions, notes) for ``targets`` (device facts plus ``mtu``); ``others`` are
         the node's other devices, which no file written here may reach."""
         raise NotImplementedError
+
+    def plan_routing(self, targets, others=()):
+        """Return (actions, notes) persisting the rail tables and rules of ``targets`` (device facts
+        plus ``rails``: [{fabric, rail, name, address, subnet, routes, table, priority}]); rail_routing."""
+        return [], ["%s cannot persist rail routing" % (self.label or self.name)]
 
     def _file_change(self, path, content, mode=0o644):
         before = self.host.read_raw(path)
@@ -337,6 +345,46 @@ class NetworkdBackend(Backend):
         changes += self.cleanup([t["name"] for t in targets], planned)
         return changes, notes + link_notes
 
+    def plan_routing(self, targets, others=()):
+        """networkd: a drop-in ``NAME.network.d/90-aiinfra-rails.conf`` for the .network networkd applies
+        to the rail's interface, when that .network matches this interface alone."""
+        files = unit_files(self.host, ".network")
+        devices = list(targets) + list(others)
+        chains = dict((d["name"], chain(self.host, files, NETWORK_KEYS, d)[0]) for d in devices)
+        changes, notes, planned = [], [], set()
+        for target in targets:
+            name = target["name"]
+            found = chains[name]
+            if not found:
+                notes.append("%s: no .network of systemd-networkd configures it; its rail table and rule are not "
+                             "persisted (give it a .network, which sets its address too)" % name)
+                continue
+            path, answer = found[0]
+            if answer is not True:
+                notes.append("%s: %s may configure it (%s= cannot be checked here); rail routing not persisted"
+                             % (name, path, "=, ".join(_settles(target, path, self.host, NETWORK_KEYS))))
+                continue
+            reach = sorted(d["name"] for d in devices
+                           if d["name"] != name and path in [p for p, a in chains[d["name"]]])
+            if reach:
+                notes.append("%s: %s also matches %s; rail routing not persisted (a table and rule in it would apply "
+                             "to every interface it matches: give %s a .network of its own)" % (
+                                 name, path, ", ".join(reach), name))
+                continue
+            dropin = "%s/%s.d/%s" % (OWN_DIR, os.path.basename(path), RAIL_DROPIN)
+            planned.add(dropin)
+            change = self._file_change(dropin, rail_dropin(target, path))
+            if change:
+                changes.append(change)
+        for entry in self.host.listdir(OWN_DIR):
+            path = "%s/%s/%s" % (OWN_DIR, entry, RAIL_DROPIN)
+            if not entry.endswith(".d") or path in planned:
+                continue
+            before = self.host.read_raw(path)
+            if before and RAIL_HEADER in before:
+                changes.append(file_action(path, before, None))
+        return changes, notes
+
     # -- the .link route ------------------------------------------------------------------
     def default_link_lines(self, files):
         """[Link] lines of the node's effective 99-default.link and its drop-ins (else systemd's)."""
@@ -421,3 +469,25 @@ class NetworkdBackend(Backend):
                 if set(n.strip() for n in owners.group(1).split(",")) <= names:
                     removals.append(file_action(path, before, None))
         return removals
+
+
+# -- rail routing (rail_routing) ------------------------------------------------------------
+def rail_lines(rail):
+    """The [RoutingPolicyRule] and [Route] sections of one rail (systemd.network(5), networkd 252)."""
+    host = 32 if ":" not in rail["address"] else 128
+    out = ["[RoutingPolicyRule]", "From=%s/%d" % (rail["address"], host), "Table=%d" % rail["table"],
+           "Priority=%d" % rail["priority"], "", "[Route]", "Destination=%s" % rail["subnet"], "Scope=link",
+           "Table=%d" % rail["table"]]
+    for route in rail.get("routes") or []:
+        out += ["", "[Route]", "Destination=%s" % route["to"], "Gateway=%s" % route["via"], "Table=%d" % rail["table"]]
+    return out
+
+
+def rail_dropin(target, path):
+    rails = target["rails"]
+    what = ", ".join("%s %s" % (r["fabric"], r["name"]) for r in rails)
+    lines = ["# %s" % RAIL_HEADER,
+             "# Rail routing of %s (%s; first matching .network: %s)." % (target["name"], what, path)]
+    for rail in rails:
+        lines += [""] + rail_lines(rail)
+    return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import json
 import re
 import threading
 
@@ -28,6 +29,10 @@ MIN_PROBE_MTU = MTU_MIN
 _SUMMARY = re.compile(r"\b([0-9]{1,12}) packets transmitted, ([0-9]{1,12}) (?:packets )?received"
                       r"(?:, \+([0-9]{1,12}) errors)?")
 _LOCAL_MTU = re.compile(r"message too long, mtu[=:]\s*([0-9]{1,7})\b", re.IGNORECASE)
+# iputils arping: "Unicast reply from 198.18.1.16 [02:DD:3E:21:00:02]  0.635ms"
+_ARP_REPLY = re.compile(r"^Unicast reply from (\S+) \[([0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5})\]", re.M)
+ARP_WAIT_S = 1       # arping's deadline: every NIC that answers does within it
+ARP_COUNT = 16       # ... and it stops early only after this many replies
 
 
 def address_family(address):
@@ -108,6 +113,41 @@ def subnet_errors(where, target):
     return errors
 
 
+def arping_argv(arping, interface, address, source=None):
+    """argv of one broadcast ARP request from ``interface`` for ``address`` that keeps every reply."""
+    argv = [arping, "-b", "-c", str(ARP_COUNT), "-w", str(ARP_WAIT_S), "-I", interface]
+    if source:
+        argv += ["-s", source]
+    return argv + [address]
+
+
+def parse_arping(rc, out, err, address):
+    """The MAC addresses (lower case, first-seen order) that answered ARP for ``address``; (macs, error)."""
+    macs = []
+    for replied, mac in _ARP_REPLY.findall(out or ""):
+        if replied == address and mac.lower() not in macs:
+            macs.append(mac.lower())
+    error = None
+    if not macs and rc not in (0, 1):
+        lines = [line.strip() for line in ("%s\n%s" % (out or "", err or "")).splitlines() if line.strip()]
+        error = lines[-1] if lines else "arping exited with %s" % rc
+    return macs, error
+
+
+def route_dev(rc, out):
+    """The device ``ip -j route get`` names (None when there is no route or the output is unreadable)."""
+    if rc != 0:
+        return None
+    try:
+        data = json.loads(out or "[]")
+    except ValueError:
+        return None
+    for entry in data if isinstance(data, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("dev"), str):
+            return entry["dev"]
+    return None
+
+
 def probe_sizes(mtu, extra):
     """The fabric MTU and every extra size below it, largest first, without duplicates."""
     sizes = set([mtu])
@@ -178,11 +218,20 @@ class PathCheck(Capability):
                 interface=dict(type="str"),
                 source=dict(type="str"),
                 subnets=dict(type="list", elements="str"),
+                rail=dict(type="int", default=0),
                 peers=dict(type="list", elements="dict", default=[], options=dict(
                     name=dict(type="str", required=True),
                     address=dict(type="str", required=True),
+                    rail=dict(type="int"),
+                )),
+                cross_peers=dict(type="list", elements="dict", default=[], options=dict(
+                    name=dict(type="str", required=True),
+                    address=dict(type="str", required=True),
+                    rail=dict(type="int", required=True),
                 )),
             )),
+            route_check=dict(type="bool", default=True),
+            arp_check=dict(type="bool", default=True),
             sizes=dict(type="list", elements="int", default=[1500]),
             count=dict(type="int", default=3),
             interval=dict(type="float", default=0.2),
@@ -218,13 +267,17 @@ class PathCheck(Capability):
         ping = self.runner.which("ping")
         if not ping:
             raise CapabilityError("path_check needs iputils ping on the node; none found")
-        paths, jobs = [], []
+        ip = self.runner.which("ip") if p["route_check"] else None
+        arping = self.runner.which("arping") if p["arp_check"] else None
+        paths, jobs, cross, checks = [], [], [], []
         for target in p["targets"]:
             via = target.get("interface") or target.get("source")
+            rail = target.get("rail") or 0
             for peer in target["peers"]:
                 path = {"fabric": target["fabric"], "interface": via, "peer": peer["name"],
                         "address": peer["address"], "mtu": target["mtu"], "largest_mtu": None, "ok": False,
-                        "probes": []}
+                        "probes": [], "rail": rail, "peer_rail": rail if peer.get("rail") is None else peer["rail"],
+                        "source_address": target.get("source")}
                 paths.append(path)
                 for size in probe_sizes(target["mtu"], p["sizes"]):
                     argv = ping_argv(ping, peer["address"], size, p["count"], p["interval"], p["timeout"],
@@ -232,15 +285,66 @@ class PathCheck(Capability):
                     probe = {"mtu": size, "payload": payload_size(size, address_family(peer["address"]))}
                     path["probes"].append(probe)
                     jobs.append((probe, argv))
+                checks.extend(self._rail_checks(path, target, ip, arping, True))
+            for peer in target.get("cross_peers") or []:
+                entry = {"fabric": target["fabric"], "interface": via, "rail": rail,
+                         "source_address": target.get("source"),
+                         "peer": peer["name"], "address": peer["address"], "peer_rail": peer["rail"]}
+                cross.append(entry)
+                checks.extend(self._rail_checks(entry, target, ip, None, False))
         runner = self.runner
-        answers = run_parallel([_job(runner, argv) for _probe, argv in jobs], p["workers"])
+        answers = run_parallel([_job(runner, argv) for _probe, argv in jobs]
+                               + [_job(runner, argv) for _entry, _kind, argv, _want in checks], p["workers"])
         for index, (probe, _argv) in enumerate(jobs):
             rc, out, err = answers[index]
             probe.update(parse_ping(rc, out, err))
             probe["ok"] = probe["received"] > 0 and probe["loss"] <= p["max_loss"]
+        for number, (entry, kind, _argv, want) in enumerate(checks):
+            rc, out, err = answers[len(jobs) + number]
+            if kind == "route":
+                entry["route_dev"] = route_dev(rc, out)
+                entry["route_ok"] = entry["route_dev"] == want if want else None
+            else:
+                macs, error = parse_arping(rc, out, err, entry["address"])
+                entry["arp"] = {"macs": macs, "error": error}
         for path in paths:
             judge(path, p["max_loss"])
+        self.cross = cross
+        self.nics = self._nics(ip)
         return paths
+
+    def _rail_checks(self, entry, target, ip, arping, same_rail):
+        """The route check (``ip -j route get PEER from SOURCE``) and, for a peer on the same rail, the ARP
+        check (``arping -I``: which NICs answer for its address) of one path; fills their defaults."""
+        out = []
+        entry.update(route_dev=None, route_ok=None)
+        if same_rail:
+            entry["arp"] = None
+        source = target.get("source")
+        if ip and source and address_family(entry["address"]) == address_family(source):
+            out.append((entry, "route", [ip, "-j", "route", "get", entry["address"], "from", source],
+                        target.get("interface")))
+        if same_rail and self.params["arp_check"] and address_family(entry["address"]) == 4 \
+                and target.get("interface"):
+            if arping:
+                out.append((entry, "arp", arping_argv(arping, target["interface"], entry["address"], source), None))
+            else:
+                entry["arp"] = {"macs": [], "error": "arping (iputils) is not installed: ARP not checked"}
+        return out
+
+    def _nics(self, ip):
+        """{interface: MAC} of the node (``ip -j link``), so that the controller names who answered ARP."""
+        if not ip:
+            ip = self.runner.which("ip")
+        if not ip:
+            return {}
+        rc, out, err = self.runner.run([ip, "-j", "link", "show"], check=False)
+        try:
+            data = json.loads(out or "[]") if rc == 0 else []
+        except ValueError:
+            return {}
+        return dict((e["ifname"], str(e.get("address") or "").lower()) for e in data if isinstance(e, dict)
+                    and isinstance(e.get("ifname"), str) and e.get("ifname") != "lo")
 
     def result(self, state, actions):
         failing = []
@@ -252,7 +356,18 @@ class PathCheck(Capability):
                     why += ", local interface MTU %d" % top["local_mtu"]
                 failing.append("%s: %s (largest passing MTU %s, %s)"
                                % (path["fabric"], path["peer"], path["largest_mtu"], why))
-        return dict(paths=state, summary=summarise(state), failing=failing)
+        rails = []
+        for path in state + getattr(self, "cross", []):
+            if path.get("route_ok") is False:
+                rails.append("%s rail%s: ip route get %s from %s leaves by %s, not %s" % (
+                    path["fabric"], path.get("rail"), path["address"], path.get("source_address") or "its address",
+                    path["route_dev"], path["interface"]))
+            if len((path.get("arp") or {}).get("macs") or []) > 1:
+                rails.append("%s rail%s: %d NICs answer ARP for %s (%s)" % (
+                    path["fabric"], path.get("rail"), len(path["arp"]["macs"]), path["address"],
+                    ", ".join(path["arp"]["macs"])))
+        return dict(paths=state, summary=summarise(state), failing=failing, cross_rails=getattr(self, "cross", []),
+                    nics=getattr(self, "nics", {}), rail_problems=rails)
 
 
 def _job(runner, argv):

@@ -347,6 +347,7 @@ class SysctlProfile(Capability):
     """All keys of one profile in one call: read -> plan -> apply (verified) -> persist."""
 
     name = "sysctl_profile"
+    owner = "sysctl_profile"  # the module named in the managed file's header (rail_routing reuses this class)
 
     @classmethod
     def options(cls):
@@ -439,7 +440,7 @@ class SysctlProfile(Capability):
             self.warn("%s: %s (%s) overrides the profile; the boot value will be %r, not %r"
                       % (item["key"], item["file"], item["reason"], item["value"], item["wanted"]))
         self.tuned = self._tuned_report(state.get("tuned"), values)
-        content = render_conf(values)
+        content = render_conf(values, module=self.owner)
         if content != state["file"]:
             actions.append(file_action(self.params["file"], state["file"], content, mode=0o644))
         return actions

@@ -56,10 +56,14 @@ options:
       - V(memory) fills C(memory_bytes) and C(numa_nodes); V(firmware) adds the firmware of
         device-backed NICs to C(interfaces); V(topology) fills C(topology); V(nic_config) the NV
         configuration of the NVIDIA/Mellanox NICs (C(mlxconfig -e query), read only).
+      - V(routing) (not gathered unless listed; the audit lists it) fills C(routing) - the policy rules
+        (IPv4 and IPv6), the routes of every table but local, main and default by table id, each interface's
+        global addresses and its C(arp_ignore), C(arp_announce) and C(rp_filter) (and C(all)'s); the audit
+        compares them with the plan's rails (rail_routing).
     type: list
     elements: str
     choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
-              nic_config]
+              nic_config, routing]
     default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
               nic_config]
   sysctl_keys:
@@ -241,6 +245,18 @@ ansible_facts:
                                                 "params": {"SRIOV_EN": {"default": "False(0)", "current": "True(1)",
                                                                         "next_boot": "True(1)", "read_only": false}},
                                                 "max_read_request": {"0000:3b:00.0": 512}}}}
+        routing:
+          description:
+            - C(rules) (C(ip -j rule show) entries with C(table_id) and C(family)), C(tables) (table id -> its
+              routes, C(dst), C(gateway), C(dev)), C(addresses) (interface -> global addresses with prefix) and
+              C(sysctl) (interface, and C(all) -> C(arp_ignore), C(arp_announce), C(rp_filter)).
+            - The audit compares them with the plan's C(rail_routing) rails (docs/audit.md).
+          type: dict
+          sample: {"rules": [{"priority": 3101, "src": "198.18.1.15", "table": "3101", "table_id": 3101,
+                              "family": "-4"}],
+                   "tables": {"3101": [{"dst": "198.18.1.0/24", "dev": "ens2f0np0", "scope": "link"}]},
+                   "addresses": {"ens2f0np0": ["198.18.1.15/24"]},
+                   "sysctl": {"ens2f0np0": {"arp_ignore": "1", "arp_announce": "2", "rp_filter": "2"}}}
         unavailable:
           description: Section -> why it could not be read.
           type: dict

@@ -49,8 +49,8 @@ options:
         description: The module of this collection to run.
         type: str
         required: true
-        choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware,
-                  nic_config, nvme_layout, nfd_labels]
+        choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, rail_routing, roce_qos,
+                  nic_firmware, nic_config, nvme_layout, nfd_labels]
       args:
         description: The module's arguments, as in a task.
         type: dict

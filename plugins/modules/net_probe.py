@@ -131,6 +131,38 @@ options:
       - Set C(SO_SNDBUF) and C(SO_RCVBUF) of the test sockets to this many bytes (iperf3 C(-w)).
         Unset (the default) measures with the node's own C(tcp_rmem)/C(tcp_wmem).
     type: int
+  legs:
+    description:
+      - Several rails of one pair at once (docs/measure.md, rails). Each leg is a pair of its own on
+        its rail's addresses and its own O(legs[].port) (and port + 1 for the latency probe), with the
+        same streams, duration and tool; all legs run at the same time, each in a process of its own.
+        The top-level O(address), O(source) and O(port) are then those of the first leg.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      rail:
+        description: The rail's index on the fabric.
+        type: int
+        required: true
+      address:
+        description: The server's address on this rail.
+        type: str
+        required: true
+      source:
+        description: The client's address on this rail (required on the client).
+        type: str
+      peer:
+        description: On the server, the client's address on this rail, the only address this leg serves
+          (default O(peer)).
+        type: str
+      port:
+        description: TCP port of this leg (the latency probe uses port + 1).
+        type: int
+        required: true
+      interface:
+        description: The rail's interface on this node, reported back.
+        type: str
 extends_documentation_fragment:
   - aiinfra.datapath.node
 notes:
@@ -188,8 +220,19 @@ probe:
     netstat:
       description: >-
         Deltas over the run of C(TcpRetransSegs), C(TcpExtTCPLostRetransmit), C(TcpExtTCPTimeouts),
-        C(TcpOutSegs) and C(TcpExtTCPDSACKRecvSegs) of the node.
+        C(TcpOutSegs), C(TcpExtTCPDSACKRecvSegs) and C(TcpExtIPReversePathFilter) (packets the
+        reverse-path filter dropped) of the node.
       type: dict
+    nic_bytes:
+      description: >-
+        C(tx_bytes) and C(rx_bytes) each interface of the node (but lo) sent and received over the run
+        (C(/sys/class/net/IF/statistics)): which NIC the traffic actually left and arrived on. Null in
+        check mode.
+      type: dict
+    legs:
+      description: "With O(legs): each leg's figures (the fields above, with C(rail) and C(interface))."
+      type: list
+      elements: dict
     latency:
       description: "Client: C(sent), C(received), C(loss_pct), C(p50_ms), C(p99_ms) of the UDP echo during the load."
       type: dict

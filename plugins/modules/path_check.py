@@ -28,6 +28,12 @@ description:
   - A switch port with a smaller MTU drops oversized frames silently (100% loss at that
     size); a local interface with a smaller MTU makes ping report C(message too long, mtu=N),
     returned as the probe's C(local_mtu).
+  - Rails (several NICs of a node on one fabric) - a target is one rail (O(targets[].rail)). With
+    O(route_check) and a O(targets[].source), C(ip -j route get PEER from SOURCE) says which device the
+    rail's traffic to each peer leaves by (C(route_dev); C(route_ok) when it is O(targets[].interface)).
+    With O(arp_check), C(arping -b -I IF) asks for each same-rail peer's address and returns every MAC
+    that answers (ARP flux - more than one NIC answering). O(targets[].cross_peers) (the peers' other
+    rails of a shared subnet) get the route check alone, returned in RV(cross_rails).
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:
@@ -61,7 +67,9 @@ options:
         description: Interface to send from (C(ping -I IF)). Without it, O(targets[].source) is used.
         type: str
       source:
-        description: Source address to send from when O(targets[].interface) is not given.
+        description:
+          - Source address of the rail (C(ip route get ... from SOURCE), C(arping -s)); pings use it when
+            O(targets[].interface) is not given.
         type: str
       subnets:
         description:
@@ -70,6 +78,28 @@ options:
             sent (a role variable or a stray inventory address never makes the node ping elsewhere).
         type: list
         elements: str
+      rail:
+        description: The rail's index on the fabric (rail0 is 0), reported back.
+        type: int
+        default: 0
+      cross_peers:
+        description: The peers' other rails on a shared-subnet fabric; only their route is checked.
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          name:
+            description: Peer name.
+            type: str
+            required: true
+          address:
+            description: The peer's address on that rail.
+            type: str
+            required: true
+          rail:
+            description: The peer's rail.
+            type: int
+            required: true
       peers:
         description: The nodes to ping on this fabric.
         type: list
@@ -84,6 +114,19 @@ options:
             description: Peer address on this fabric (IPv4 or IPv6 literal, or a name the node resolves).
             type: str
             required: true
+          rail:
+            description: The peer's rail (default O(targets[].rail)).
+            type: int
+  route_check:
+    description: Check C(ip -j route get PEER from SOURCE) of every path with a source.
+    type: bool
+    default: true
+  arp_check:
+    description:
+      - Ask for every same-rail IPv4 peer address with C(arping -b -I IF) (iputils-arping; skipped with a note
+        when absent).
+    type: bool
+    default: true
   sizes:
     description:
       - Further MTUs to probe below each fabric MTU (sizes above a fabric's MTU are skipped
@@ -191,6 +234,25 @@ failing:
   type: list
   elements: str
   sample: ["rdma: node2 (largest passing MTU 1500, 100% loss at 9000)"]
+cross_rails:
+  description: >-
+    The route checks of O(targets[].cross_peers) - C(fabric), C(interface), C(rail), C(source_address), C(peer),
+    C(address), C(peer_rail), C(route_dev), C(route_ok). Every entry of RV(paths) also has C(rail),
+    C(peer_rail), C(source_address), C(route_dev), C(route_ok) and C(arp) (C(macs) that answered, C(error);
+    null when not checked).
+  returned: always
+  type: list
+  elements: dict
+nics:
+  description: "This node's interfaces and their MACs (C(ip -j link)), so that the controller names who answered ARP."
+  returned: always
+  type: dict
+  sample: {ens1f0np0: "02:dd:3e:01:00:01", ens2f0np0: "02:dd:3e:11:00:01"}
+rail_problems:
+  description: Rails that leave by another NIC, and addresses more than one NIC answered ARP for, one line each.
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import module_main

@@ -144,6 +144,16 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
         Knob("allow_connection_interface", False),
         Knob("verify_after", []),
     ), _some("interfaces")),
+    Capability("rail_routing", ("network",), (), (
+        Knob("rails", PLAN),
+        Knob("table_range", PLAN),
+        Knob("arp_ignore", PLAN),
+        Knob("arp_announce", PLAN),
+        Knob("rp_filter", PLAN),
+        Knob("persist", "auto"),
+        Knob("sysctl_file", "/etc/sysctl.d/90-aiinfra-datapath-rails.conf"),
+        Knob("connection_address", None, derive=_connection_address),
+    ), _some("rails")),
     Capability("roce_qos", ("network",), ("qos",), (
         Knob("interfaces", PLAN),
         Knob("backend", "auto"),

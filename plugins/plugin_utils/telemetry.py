@@ -124,6 +124,13 @@ CATALOGUE: tuple[Metric, ...] = (
     _M("aiinfra_datapath_pair_gate_passed", "measure", ("fabric", "client", "server"),
        "1 when the node pair passed every gate of the last measurement, 0 when a gate failed or the probe erred.",
        "measure.json pairs[].status"),
+    _M("aiinfra_datapath_rail_throughput_bytes_per_second", "measure", ("fabric", "client", "server", "rail"),
+       "TCP throughput of one rail of the last measurement of a node pair (rail i of the client to rail i of the "
+       "server, all rails at once), in bytes per second; the pair_ metrics are its rail0's.",
+       "measure.json pairs[].gbit_per_s x 1e9 / 8 of the pair's row of that rail, written on the pair's client"),
+    _M("aiinfra_datapath_rail_gate_passed", "measure", ("fabric", "client", "server", "rail"),
+       "1 when one rail of a node pair passed every gate of the last measurement, 0 when a gate failed or the probe "
+       "erred.", "measure.json pairs[].status of the pair's row of that rail"),
     _M("aiinfra_datapath_storage_read_bytes_per_second", "measure", ("target", "kind"),
        "Sequential (or model-load) read throughput of a storage target in the last measurement, bytes per second.",
        "measure.json storage[].seq_read_mib_s x 1048576"),
@@ -273,6 +280,12 @@ def measure_families(report: Any, host: str) -> list[dict[str, Any]]:
         if pair.get("client") != host:
             continue
         labels = {"fabric": pair.get("fabric"), "client": pair.get("client"), "server": pair.get("server")}
+        rail = pair.get("rail") or 0
+        out.add("aiinfra_datapath_rail_throughput_bytes_per_second", _scaled(pair.get("gbit_per_s"), 1e9 / 8),
+                rail=f"rail{rail}", **labels)
+        out.add("aiinfra_datapath_rail_gate_passed", int(pair.get("status") == "pass"), rail=f"rail{rail}", **labels)
+        if rail:
+            continue  # the pair's own metrics are its rail0's (one sample per pair, as before rails)
         out.add("aiinfra_datapath_pair_throughput_bytes_per_second", _scaled(pair.get("gbit_per_s"), 1e9 / 8), **labels)
         out.add("aiinfra_datapath_pair_retransmit_ratio", _num(pair.get("retransmit_share")), **labels)
         out.add("aiinfra_datapath_pair_latency_p99_seconds", _scaled(pair.get("p99_ms"), 1e-3), **labels)

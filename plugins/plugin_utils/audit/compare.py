@@ -23,12 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.audit.rails import rail_drift
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_findings import topology_findings
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_golden import golden_findings
 
 # The capabilities findings belong to (named as the modules, roles and plan parts), in report order.
-CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nic_config",
-                "nvme_layout", "nfd_labels", "node_topology")
+CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "rail_routing", "roce_qos", "nic_firmware",
+                "nic_config", "nvme_layout", "nfd_labels", "node_topology")
 SEVERITIES = ("error", "warning", "info")
 KINDS = ("drift", "finding")
 FAIL_ON = ("drift", "error", "never")
@@ -757,6 +758,7 @@ def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: An
     _thp(c, plan, facts)
     _cmdline(c, plan, facts)
     _mtu(c, plan, facts)
+    rail_drift(c.drift, plan, facts, _resolve_interface)  # every rail's rule, table and ARP keys (audit/rails.py)
     _path_mtu(c, verify, name)
     _qos(c, plan, facts)
     _firmware(c, plan, facts)

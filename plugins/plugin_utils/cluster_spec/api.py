@@ -15,6 +15,7 @@ from .errors import SpecError, SpecValidationError, join_path, translate
 from .models import DatapathSpec, fields_at
 from .partial import Partial, partial_check
 from .plan import Planner, deep_copy
+from .plan_rails import address_errors, duplicate_errors, resolve
 from .sources import parse_path
 
 MAX_DEPTH = 64
@@ -169,12 +170,19 @@ def check_inventory(data: Any, hosts: Mapping[str, tuple[Sequence[str], Mapping[
     if spec is not None:
         plan = Planner(spec)
         out: list[SpecError] = []
+        rails: dict[str, list[dict[str, Any]]] = {}
         for host in sorted(hosts):
             groups, facts = hosts[host]
             try:
                 plan.check(host, groups, facts)  # node errors come from here; the host's own part has none
             except SpecValidationError as exc:
                 out.extend(exc.errors)
+                continue
+            # the host's rail addresses (its variables over the spec): in their subnets, unique in the cluster
+            template = plan.template(host, groups, facts)
+            out.extend(address_errors(host, template["rail_routing"], facts))
+            rails[host] = resolve(template["rail_routing"]["rails"], facts)[0]
+        out.extend(duplicate_errors(rails))
         return InventoryCheck(out)
     if part is None or part.model is None or not isinstance(plain, dict):
         why = "not checked: the spec has errors that leave nothing to plan"
@@ -218,7 +226,7 @@ _NODE_INDEPENDENT = frozenset({"version", "fabrics", "measure", "model_cache", "
 def _broken_layer(doc: dict[str, Any], broken: Sequence[tuple[Any, ...]], host: str,
                   groups: Sequence[str]) -> str | None:
     """The first broken profile or host override that applies (or may apply) to ``host``, as a path."""
-    member = set(groups)
+    member = set(groups) | {"all"}  # a profile for all applies to every host
     found = doc.get("profiles")
     profiles: list[Any] = found if isinstance(found, list) else []
     for path in broken:

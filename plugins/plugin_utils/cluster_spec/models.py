@@ -132,6 +132,15 @@ class Roce(SpecModel):
     ets: RoceEts = Field(default_factory=RoceEts)
 
 
+class RailSubnet(SpecModel):
+    """One rail of a per-rail-subnet fabric: the subnet of rail i on every host (and its gateway when routed)."""
+
+    subnet: Str
+    """The rail's network in CIDR form (e.g. 10.200.1.0/24); inside one of the fabric's subnets."""
+    gateway: Str | None = None
+    """The rail's router inside the subnet; the rail's table then reaches the fabric's other subnets through it."""
+
+
 class Fabric(SpecModel):
     """A network the nodes attach to."""
 
@@ -146,6 +155,11 @@ class Fabric(SpecModel):
     roce: Roce | None = None
     """RoCE settings; only for kind roce (defaults apply when omitted)."""
     description: Annotated[str, Strict(), Field(max_length=200)] | None = None
+    addressing: Literal["shared-subnet", "per-rail-subnet"] = "shared-subnet"
+    """How the host's NICs (rails) on this fabric are addressed: shared-subnet, every rail in the fabric's
+    subnets; per-rail-subnet, rail i in rails[i].subnet (docs/network.md, "Several NICs on one fabric")."""
+    rails: Annotated[list[RailSubnet], Field(max_length=16)] = Field(default_factory=list)
+    """per-rail-subnet only: the subnet (and gateway) of rail0, rail1, ... in this order."""
 
 
 # --------------------------------------------------------------------------- node settings
@@ -251,6 +265,9 @@ class Interface(SpecModel):
     with the MTU; the member's own entry (for its QoS, say) has the same MTU or none."""
     members: Annotated[list[IfName], Field(max_length=64)] = Field(default_factory=list)
     """For a bond: the names of its member NICs (their MTU follows the bond's)."""
+    address: Str | None = None
+    """The interface's address on its fabric (e.g. 10.100.0.11, optionally with /prefix), usually in
+    hosts.<host>; the host variable datapath_addresses wins; null: read from the node."""
 
 
 class FirmwarePolicy(SpecModel):
@@ -582,6 +599,15 @@ class Measure(SpecModel):
     gates: MeasureGates = Field(default_factory=MeasureGates)
 
 
+class RailRouting(SpecModel):
+    """Per-rail host routing (the rail_routing capability, docs/network.md): where its tables and rules go."""
+
+    table_base: Annotated[int, Strict(), Field(ge=256, le=9000)] = 3100
+    """First routing table id and rule priority of rail routing: rail r of the k-th routed (non-management)
+    fabric gets table and priority table_base + 16 k + r. The range must avoid the ids other software owns
+    (Cilium 200, 202, 2004, 2005; 253-255; cloud network utilities 10000 and above)."""
+
+
 class DatapathSpec(SpecModel):
     """The cluster data-path spec (the value of the ``datapath`` variable)."""
 
@@ -599,13 +625,15 @@ class DatapathSpec(SpecModel):
     """Model versions placed on the nodes' local NVMe caches (docs/models.md)."""
     measure: Measure = Field(default_factory=Measure)
     """Measurement of the data path: schedule, probes and gates (docs/measure.md)."""
+    rail_routing: RailRouting = Field(default_factory=RailRouting)
+    """Per-rail routing tables and rules (docs/network.md, "Several NICs on one fabric")."""
 
 
 MODELS: tuple[type[SpecModel], ...] = (
     DatapathSpec, Fabric, Roce, RoceCnp, RoceEts, Profile, ProfileBody, NodeHardware, SysctlSetting,
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
-    MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, NicConfig, NicSriov,
+    MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, NicConfig, NicSriov, RailSubnet, RailRouting,
 )
 
 
@@ -634,4 +662,5 @@ def fields_at(loc: tuple[Any, ...]) -> list[str]:
 from . import checks as _checks  # noqa: E402,F401  (registers the cross-checks)
 from . import checks_measure as _checks_measure  # noqa: E402,F401  (registers the measure cross-checks)
 from . import checks_nic_config as _checks_nic_config  # noqa: E402,F401  (registers the nic_config cross-checks)
+from . import checks_rails as _checks_rails  # noqa: E402,F401  (registers the rail cross-checks)
 from . import checks_security as _checks_security  # noqa: E402,F401  (registers the security cross-checks)

@@ -18,6 +18,7 @@ from .merge import Effective, effective
 from .models import DatapathSpec, Fabric, HugePagePool, Interface
 from .plan_measure import measure_part, measure_template
 from .plan_nic_config import ecn_priorities, nic_config_part
+from .plan_rails import rails_part, rails_template
 
 PLAN_VERSION = 2
 SYSCTL_FILE = "/etc/sysctl.d/90-aiinfra-datapath.conf"
@@ -251,6 +252,8 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequ
         "kernel_cmdline": {"args": args, "backend": "tuned" if tuned else None},
         "tuned_profile": tuned_part,
         "link_mtu": {"interfaces": interfaces},
+        # host-independent here; Planner.plan adds the host's addresses and GPUs (plan_rails.rails_part)
+        "rail_routing": rails_template(spec, eff),
         "roce_qos": {"interfaces": qos},
         "nic_firmware": {"policies": [{"driver": p.driver, "psid": p.psid, "min_version": p.min_version,
                                        "allowed": list(p.allowed)} for p in eff.firmware]},
@@ -322,6 +325,7 @@ class Planner:
         plan = dict(template)
         plan["host"] = host
         plan["measure"] = measure_part(template["measure"], facts)
+        plan["rail_routing"] = rails_part(template["rail_routing"], facts)
         return plan
 
     def template(self, host: str, groups: Sequence[str] = (), facts: Mapping[str, Any] | None = None,

@@ -14,31 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .checks_measure import measured_fabrics
+from .plan_rails import fabric_rails, resolve
 
 if TYPE_CHECKING:
     from .merge import Effective
     from .models import DatapathSpec, MeasureFabricGate
-
-
-def fabric_address(facts: Mapping[str, Any] | None, fabric: str) -> str | None:
-    """The host's address on ``fabric`` from its own variables: ``datapath_addresses[fabric]``, else the
-    lab's ``datapath_lab_interfaces[fabric].address`` (the rule of plugins/filter/network.py fabric_address)."""
-    if not isinstance(facts, Mapping):
-        return None
-    addresses = facts.get("datapath_addresses")
-    if isinstance(addresses, Mapping) and addresses.get(fabric):
-        return str(addresses[fabric])
-    lab = facts.get("datapath_lab_interfaces")
-    entry = lab.get(fabric) if isinstance(lab, Mapping) else None
-    if isinstance(entry, Mapping) and entry.get("address"):
-        return str(entry["address"])
-    return None
-
-
-def _lab_ifname(facts: Mapping[str, Any] | None, fabric: str) -> str | None:
-    lab = facts.get("datapath_lab_interfaces") if isinstance(facts, Mapping) else None
-    entry = lab.get(fabric) if isinstance(lab, Mapping) else None
-    return str(entry["ifname"]) if isinstance(entry, Mapping) and entry.get("ifname") else None
 
 
 def in_subnets(address: str | None, subnets: Sequence[str]) -> bool:
@@ -95,6 +75,7 @@ def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) ->
     for iface in eff.interfaces[0] if eff.interfaces else []:
         name = iface.name if iface.name is not None else (iface.match.name if iface.match else None)
         interfaces.setdefault(iface.fabric, name)
+    rails = fabric_rails(spec, eff)
     storage: dict[str, Any] | None = None
     if eff.storage is not None:
         st = eff.storage[0]
@@ -107,25 +88,45 @@ def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) ->
         "mode": m.mode, "sample_peers": m.sample_peers, "seed": m.seed, "streams": m.streams,
         "duration": m.duration, "tool": m.tool, "port": m.port,
         "fabrics": [{"name": name, "subnets": list(fabrics[name].subnets), "mtu": fabrics[name].mtu,
-                     "carried": name in interfaces, "interface": interfaces.get(name)}
+                     "carried": name in interfaces, "interface": interfaces.get(name),
+                     "rails": [{k: r[k] for k in ("rail", "name", "interface", "address", "subnets", "fabric")}
+                               for r in rails.get(name, [])]}
                     for name in measured_fabrics(spec)],
         "storage": storage,
         "gates": gates_of(spec),
     }
 
 
+def _address_rails(facts: Mapping[str, Any] | None, fabric: str) -> list[dict[str, Any]]:
+    """Rails of a fabric the host has no interface on in its plan, from the addresses of its variables."""
+    value = (facts or {}).get("datapath_addresses") if isinstance(facts, Mapping) else None
+    value = value.get(fabric) if isinstance(value, Mapping) else None
+    count = len(value) if isinstance(value, (list, tuple, Mapping)) else (1 if value else 0)
+    names = list(value) if isinstance(value, Mapping) else [None] * count
+    return [{"rail": index, "name": f"rail{index}", "interface": names[index], "address": None, "subnets": [],
+             "fabric": fabric} for index in range(count)]
+
+
 def measure_part(template: Mapping[str, Any], facts: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The host's ``measure`` part: the template plus its address on each fabric it carries (an
-    interface in its plan, or an address in its variables); ``address_ok`` is false for an address
-    outside the fabric's subnets, which is never used."""
+    """The host's ``measure`` part: the template plus its addresses on each fabric it carries (an
+    interface in its plan, or an address in its variables), per rail; ``address_ok`` is false for an
+    address outside the fabric's subnets, which is never used. ``address`` and ``interface`` of a
+    fabric are its rail0's."""
     part = {k: v for k, v in template.items() if k != "fabrics"}
     fabrics = []
     for entry in template["fabrics"]:
-        address = fabric_address(facts, entry["name"])
-        if not entry["carried"] and address is None:
+        planned = [dict(r) for r in entry.get("rails") or []] or _address_rails(facts, entry["name"])
+        for rail in planned:
+            rail["subnets"] = list(entry["subnets"])
+        rails, _problems = resolve(planned, facts)
+        if not entry["carried"] and not any(r["address"] for r in rails):
             continue
+        rows = [{"rail": r["rail"], "name": r["name"], "interface": r["interface"], "address": r["address"],
+                 "address_ok": in_subnets(r["address"], entry["subnets"])} for r in rails]
+        first = rows[0] if rows else {"interface": None, "address": None}
         fabrics.append({"name": entry["name"], "subnets": list(entry["subnets"]), "mtu": entry["mtu"],
-                        "interface": entry["interface"] or _lab_ifname(facts, entry["name"]),
-                        "address": address, "address_ok": in_subnets(address, entry["subnets"])})
+                        "interface": entry["interface"] or first["interface"],
+                        "address": first["address"], "address_ok": in_subnets(first["address"], entry["subnets"]),
+                        "rails": rows})
     part["fabrics"] = fabrics
     return part

@@ -17,7 +17,9 @@ from typing import Any
 
 from .results import delta, lost, matching, median
 
-BOTTLENECKS = ("mtu", "socket-buffers", "lossy-port", "node-link", "qos", "slow-device")
+BOTTLENECKS = ("mtu", "socket-buffers", "lossy-port", "node-link", "qos", "slow-device",
+               # rails (plugin_utils/measure/rails.py): each names host, rail and interface
+               "wrong-egress", "arp-flux", "rp-filter-drops", "slow-rail")
 KINDS = (*BOTTLENECKS, "gate", "probe-error")
 # How a window-limited pair looks: throughput between these multiples of streams x window / RTT.
 WINDOW_LOW, WINDOW_HIGH = 0.2, 1.5
@@ -295,7 +297,8 @@ def gate_findings(fabric: str, pairs: Sequence[Row]) -> list[dict[str, Any]]:
         host = p["attributed_to"] or p["client"]
         text = gate_text(p["failed_gates"])
         blamed = f"; attributed to {host}" if p["attributed_to"] else ""
-        out.append(finding("gate", host, f"pair {p['client']} -> {p['server']} on {fabric} fails {text}{blamed}",
+        on = f"{fabric} rail{p['rail']}" if "/rail" in str(p["id"]) else fabric  # one row of several rails
+        out.append(finding("gate", host, f"pair {p['client']} -> {p['server']} on {on} fails {text}{blamed}",
                            "see the bottleneck finding of the same host and fabric; without one, the path between "
                            "these two nodes (cables, switch ports, routes) is the suspect",
                            {**_pair_evidence(p), "gates": p["failed_gates"]}, fabric=fabric, peer=_other(p, host)))

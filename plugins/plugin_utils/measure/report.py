@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import findings as F
+from . import rails as R
 from .heatmap_md import heatmap_markdown
-from .results import counter_deltas, join_pair, storage_rows
+from .results import counter_deltas, storage_rows
 from .svg import heatmap
 
 SCHEMA_VERSION = 1
@@ -86,14 +87,26 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
     fabrics: dict[str, Any] = {}
     for rnd in schedule.get("rounds") or []:
         for pair in rnd["pairs"]:
-            pairs.append(join_pair(pair, rnd["fabric"], int(rnd["index"]), records.get((pair["client"], rnd["index"])),
-                                   records.get((pair["server"], rnd["index"])), int(schedule.get("streams") or 1)))
+            # one row per rail the pair loaded, with where its bytes went (rails.py)
+            client, server = records.get((pair["client"], rnd["index"])), records.get((pair["server"], rnd["index"]))
+            pairs.extend(R.pair_rows(pair, rnd["fabric"], int(rnd["index"]), client, server,
+                                     int(schedule.get("streams") or 1)))
     for item in schedule.get("excluded") or []:
         findings.append(F.finding("probe-error", item["host"], item["reason"],
                                   "give the host an address inside the fabric's subnets (datapath_addresses) or "
                                   "leave the fabric out of measure.fabrics", dict(item), fabric=item["fabric"]))
     paths = [dict(p, source=host) for host, data in sorted(hosts.items())
              for p in _m(data.get("paths")).get("paths") or []]
+    # path_check's rail checks: the cross-rail route checks of a shared subnet, each host's NICs by MAC
+    cross = [dict(p, source=host) for host, data in sorted(hosts.items())
+             for p in _m(data.get("paths")).get("cross_rails") or []]
+    nics = {host: dict(_m(_m(data.get("paths")).get("nics"))) for host, data in hosts.items()}
+    rail_nics: dict[str, dict[tuple[str, int], str]] = {}  # fabric -> {(host, rail): interface}
+    for host, data in hosts.items():
+        for entry in _m(data.get("measure")).get("fabrics") or []:
+            for r in entry.get("rails") or []:
+                if r.get("interface"):
+                    rail_nics.setdefault(str(entry["name"]), {})[(host, int(r.get("rail") or 0))] = str(r["interface"])
     for name, info in _m(schedule.get("fabrics")).items():
         mine = [p for p in pairs if p["fabric"] == name]
         gate = _m(_m(gates.get("fabrics")).get(name))
@@ -102,7 +115,9 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
         found = F.probe_errors(name, mine)
         found += F.mtu_findings(name, paths)
         found += F.socket_buffer_findings(name, mine, gate.get("min_gbit_s") or stats["reference_gbit_s"])
-        explained = {f["host"] for f in found if f["kind"] in ("mtu", "socket-buffers", "probe-error")}
+        found += R.rail_findings(name, mine, [p for p in paths + cross if p.get("fabric") == name], nics,
+                                 rail_nics.get(name, {}))
+        explained = {f["host"] for f in found if f["kind"] in ("mtu", "socket-buffers", "probe-error", "slow-rail")}
         found += F.node_findings(name, mine, stats, explained)
         F.attribute(mine, [f["host"] for f in found if f["kind"] in F.BOTTLENECKS])
         found += F.gate_findings(name, mine)
@@ -160,9 +175,8 @@ def _document(schedule: Mapping[str, Any], settings: Mapping[str, Any], gates: M
               findings: list[dict[str, Any]], generated_at: str | None,
               options: Mapping[str, Any] | None) -> dict[str, Any]:
     failing = [f for f in findings if f["severity"] == "error"]
-    bottlenecks = [f"{f['kind']} {f['host']} {f['fabric'] or f['device']}"
-                   for f in failing if f["kind"] in F.BOTTLENECKS]
-    failures = [f"{f['kind']}: {f['host']}" + (f" ({f['fabric'] or f['device']})" if f['fabric'] or f['device'] else "")
+    bottlenecks = [f"{f['kind']} {f['host']} {_where(f)}" for f in failing if f["kind"] in F.BOTTLENECKS]
+    failures = [f"{f['kind']}: {f['host']}" + (f" ({_where(f)})" if f['fabric'] or f['device'] else "")
                 + f": {f['reason']}" for f in failing]
     notes = [f"{h} {i}: counters unsupported ({r['reason']})" for h, rows in counters.items()
              for i, r in rows.items() if not r["supported"]]
@@ -206,6 +220,13 @@ def _document(schedule: Mapping[str, Any], settings: Mapping[str, Any], gates: M
 
 
 # --------------------------------------------------------------------------- renderers
+def _where(f: Mapping[str, Any]) -> str:
+    """Where a finding is: its fabric (with the rail and interface of a rail finding) or device."""
+    if f.get("rail") is not None and f.get("fabric"):
+        return f"{f['fabric']} rail{f['rail']}" + (f" {f['interface']}" if f.get("interface") else "")
+    return str(f.get("fabric") or f.get("device"))
+
+
 def render_json(report: Mapping[str, Any]) -> str:
     return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
 
@@ -218,7 +239,7 @@ def _xml(text: Any) -> str:
 
 
 def _line(f: Mapping[str, Any]) -> str:
-    where = f.get("fabric") or f.get("device") or "-"
+    where = _where(f) if (f.get("fabric") or f.get("device")) else "-"
     return f"[{f['severity']}/{f['kind']}] {f['host']} {where}: {f['reason']} Fix: {f['fix']}"
 
 
@@ -300,7 +321,7 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
         cols = ("severity", "kind", "host", "where", "peer", "reason", "evidence", "fix")
         lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for f in report["findings"][:max_rows]:
-            row = dict(f, where=f.get("fabric") or f.get("device"))
+            row = dict(f, where=_where(f) if (f.get("fabric") or f.get("device")) else None)
             lines.append("| " + " | ".join(_cell(row.get(c)) for c in cols) + " |")
         lines.append("")
     for name, fab in report["fabrics"].items():

@@ -11,7 +11,10 @@ Modes (per fabric, over the hosts with a usable address on it, in the given host
 * ``sample``: K perfect matchings with distinct peers: K rounds of the circle method over a
   shuffled order, deterministic for the same seed, fabric and hosts (K >= N-1 is all-pairs).
 
-A pair is ``client -> server``: the client sends the load, the server receives it. Fabrics are
+A pair is ``client -> server``: the client sends the load, the server receives it. Where both hosts
+have several rails on the fabric (docs/measure.md, rails), the pair loads rail i of the client to rail
+i of the server for every rail both have, all at once (one ``net_probe`` call per host with ``legs``,
+rail i on port + 2i): the rounds do not grow with the rails. Fabrics are
 measured one after the other. When ``max_pairs`` is set (half of Ansible's forks), a round with
 more pairs is split into consecutive rounds so that every participant of a round gets a fork at
 once (a server waits for its client; with fewer forks than participants they would not meet).
@@ -186,6 +189,7 @@ def build_schedule(parts: Mapping[str, Mapping[str, Any]], hosts: Sequence[str],
         raise ValueError("max_pairs must be at least 1 (half of the forks)")
     fabrics: dict[str, dict[str, Any]] = {}
     addresses: dict[tuple[str, str], str] = {}
+    rails: dict[tuple[str, str], dict[int, tuple[str, str | None]]] = {}
     excluded: list[dict[str, Any]] = []
     for host in order:
         part = parts.get(host)
@@ -207,6 +211,14 @@ def build_schedule(parts: Mapping[str, Mapping[str, Any]], hosts: Sequence[str],
             else:
                 fabric["hosts"].append(host)
                 addresses[(host, name)] = str(address).split("/", maxsplit=1)[0]
+                found = _host_rails(entry)
+                rails[(host, name)] = found
+                for rail in entry.get("rails") or []:
+                    if rail.get("address") and not rail.get("address_ok", True) and rail.get("rail"):
+                        excluded.append({"host": host, "fabric": name, "address": str(rail["address"]),
+                                         "rail": rail["rail"],
+                                         "reason": f"rail{rail['rail']} address {rail['address']} is outside the "
+                                                   f"subnets of fabric {name}: that rail is not measured"})
     rounds: list[dict[str, Any]] = []
     for name, fabric in fabrics.items():
         members = fabric["hosts"]
@@ -217,7 +229,7 @@ def build_schedule(parts: Mapping[str, Mapping[str, Any]], hosts: Sequence[str],
             for chunk in _split(matching, max_pairs):
                 rounds.append(_round(len(rounds) + 1, name, chunk, fabric["subnets"], addresses,
                                      {"port": port, "streams": streams, "duration": duration, "tool": tool,
-                                      "wait": wait}))
+                                      "wait": wait}, rails))
         fabric["rounds"] = len(rounds) - first
     return {"mode": mode, "sample_peers": peers, "seed": seed, "streams": streams, "duration": duration,
             "tool": tool, "port": port, "max_pairs": max_pairs, "hosts": order, "fabrics": fabrics,
@@ -225,22 +237,63 @@ def build_schedule(parts: Mapping[str, Mapping[str, Any]], hosts: Sequence[str],
             "estimate_s": round(len(rounds) * (duration + overhead), 1), "overhead_s": overhead}
 
 
+def _host_rails(entry: Mapping[str, Any]) -> dict[int, tuple[str, str | None]]:
+    """{rail: (address, interface)} of a host's fabric entry: its rails with a usable address (rail0 is the
+    fabric's address and interface where the plan lists no rails)."""
+    found: dict[int, tuple[str, str | None]] = {}
+    for rail in entry.get("rails") or []:
+        if rail.get("address") and rail.get("address_ok", True):
+            found[int(rail["rail"])] = (str(rail["address"]).split("/", maxsplit=1)[0], rail.get("interface"))
+    if 0 not in found and entry.get("address"):
+        found[0] = (str(entry["address"]).split("/", maxsplit=1)[0], entry.get("interface"))
+    return found
+
+
+def pair_rails(client: Mapping[int, tuple[str, str | None]], server: Mapping[int, tuple[str, str | None]],
+               port: int) -> list[dict[str, Any]]:
+    """The rails a pair loads: every rail both hosts have, rail i on port + 2i (the latency probe on + 1)."""
+    return [{"rail": rail, "client_address": client[rail][0], "server_address": server[rail][0],
+             "client_interface": client[rail][1], "server_interface": server[rail][1], "port": port + 2 * rail}
+            for rail in sorted(set(client) & set(server))]
+
+
 def _round(index: int, fabric: str, pairs: list[Pair], subnets: list[str], addresses: Mapping[tuple[str, str], str],
-           common: Mapping[str, Any]) -> dict[str, Any]:
+           common: Mapping[str, Any],
+           rails: Mapping[tuple[str, str], Mapping[int, tuple[str, str | None]]] | None = None) -> dict[str, Any]:
     rows = []
     roles: dict[str, dict[str, Any]] = {}
     for number, (client, server) in enumerate(pairs, start=1):
         pair_id = f"{fabric}:{client}->{server}"
         c_addr, s_addr = addresses[(client, fabric)], addresses[(server, fabric)]
-        rows.append({"id": pair_id, "client": client, "server": server, "client_address": c_addr,
-                     "server_address": s_addr, "port": common["port"]})
+        legs = pair_rails((rails or {}).get((client, fabric), {}), (rails or {}).get((server, fabric), {}),
+                          int(common["port"]))
+        row = {"id": pair_id, "client": client, "server": server, "client_address": c_addr,
+               "server_address": s_addr, "port": common["port"]}
         base = {"port": common["port"], "streams": common["streams"], "duration": common["duration"],
                 "tool": common["tool"], "wait": common["wait"], "latency_interval": LATENCY_INTERVAL_S,
                 "allowed_networks": list(subnets),
                 # the pair's per-run token: the server serves only this client with it (docs/security.md)
                 "token": secrets.token_hex(16)}
+        server_args: dict[str, Any] = {"role": "server", "address": s_addr, "peer": c_addr, **base}
+        client_args: dict[str, Any] = {"role": "client", "address": s_addr, "source": c_addr, **base}
+        if legs:
+            row["rails"] = legs
+            if len(legs) > 1 or legs[0]["rail"] != 0:
+                first = legs[0]
+                row.update(client_address=first["client_address"], server_address=first["server_address"],
+                           port=first["port"])
+                server_args.update(address=first["server_address"], port=first["port"], peer=first["client_address"],
+                                   legs=[{"rail": r["rail"], "address": r["server_address"], "port": r["port"],
+                                          "peer": r["client_address"], "interface": r["server_interface"]}
+                                         for r in legs])
+                client_args.update(address=first["server_address"], source=first["client_address"],
+                                   port=first["port"],
+                                   legs=[{"rail": r["rail"], "address": r["server_address"], "port": r["port"],
+                                          "source": r["client_address"], "interface": r["client_interface"]}
+                                         for r in legs])
+        rows.append(row)
         roles[server] = {"fabric": fabric, "pair": pair_id, "number": number, "role": "server", "peer": client,
-                         "args": {"role": "server", "address": s_addr, "peer": c_addr, **base}}
+                         "args": server_args}
         roles[client] = {"fabric": fabric, "pair": pair_id, "number": number, "role": "client", "peer": server,
-                         "args": {"role": "client", "address": s_addr, "source": c_addr, **base}}
+                         "args": client_args}
     return {"index": index, "fabric": fabric, "pairs": rows, "hosts": roles}

@@ -16,14 +16,32 @@ from ansible_collections.aiinfra.datapath.plugins.filter.network import (
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 PLAN_IFACES = [{"name": "eno1", "match": {"name": "eno1"}, "fabric": "mgmt", "mtu": 1500},
-               {"name": None, "match": {"pci": "0000:e6:00.0"}, "fabric": "rdma", "mtu": 9000}]
+               {"name": "ens1f0np0", "match": {"name": "ens1f0np0"}, "fabric": "rdma", "mtu": 9000}]
 
 
 def lab_hostvars() -> dict[str, Any]:
-    return {h: {"datapath_lab_interfaces": {
-        "mgmt": {"address": f"198.18.0.{10 + i}", "ifname": "eno1"},
-        "rdma": {"address": f"198.18.1.{10 + i}", "ifname": "ens1f0np0"}}}
-        for i, h in enumerate(HOSTS, start=1)}
+    """Host variables as the lab's inventory writes them: datapath_addresses (and its own lab variable,
+    which the filters never read)."""
+    return {h: {"datapath_addresses": {"mgmt": f"198.18.0.{10 + i}", "rdma": f"198.18.1.{10 + i}"},
+                "datapath_lab_interfaces": {"mgmt": {"address": f"198.18.0.{10 + i}", "ifname": "eno1"},
+                                            "rdma": {"address": f"198.18.1.{10 + i}", "ifname": "ens1f0np0"}}}
+            for i, h in enumerate(HOSTS, start=1)}
+
+
+def rails_hostvars(rails: int = 4) -> dict[str, Any]:
+    """Four hosts with ``rails`` NICs on rdma (shared subnet), addresses in rail order, plans computed."""
+    out: dict[str, Any] = {}
+    for i, h in enumerate(HOSTS, start=1):
+        addrs = [f"198.18.1.{10 + i + 4 * r}" for r in range(rails)]
+        out[h] = {"datapath_addresses": {"rdma": addrs},
+                  "datapath_plan": {"rail_routing": {"rails": [
+                      {"fabric": "rdma", "rail": r, "interface": f"ens{r + 1}f0np0", "address": addrs[r],
+                       "addressing": "shared-subnet"} for r in range(rails)]}}}
+    return out
+
+
+RAIL_IFACES = [{"name": f"ens{r + 1}f0np0", "match": {"name": f"ens{r + 1}f0np0"}, "fabric": "rdma", "mtu": 9000}
+               for r in range(4)]
 
 
 def test_registered() -> None:
@@ -31,21 +49,42 @@ def test_registered() -> None:
                                              "nic_config_violations"}
 
 
-def test_address_prefers_datapath_addresses_over_the_lab() -> None:
+def test_address_comes_from_datapath_addresses_never_from_the_lab() -> None:
     hv = lab_hostvars()
     hv["node2"]["datapath_addresses"] = {"rdma": "10.0.0.2"}
     assert fabric_address(hv, "node2", "rdma") == "10.0.0.2"
-    assert fabric_address(hv, "node2", "mgmt") == "198.18.0.12"
+    assert fabric_address(hv, "node2", "mgmt") is None  # only the lab's variable has it: not read
     assert fabric_address(hv, "node9", "mgmt") is None
+    hv["node3"]["datapath_addresses"] = {"rdma": ["10.0.0.3", "10.0.0.7"], "mgmt": {"eno1": "192.0.2.3"}}
+    assert fabric_address(hv, "node3", "rdma") == "10.0.0.3" and fabric_address(hv, "node3", "mgmt") == "192.0.2.3"
 
 
 def test_full_mode_every_other_host_per_fabric() -> None:
     targets = path_targets(PLAN_IFACES, lab_hostvars(), HOSTS, "node1")
     assert [(t["fabric"], t["mtu"], t["interface"], t["source"]) for t in targets] == [
         ("mgmt", 1500, "eno1", "198.18.0.11"), ("rdma", 9000, "ens1f0np0", "198.18.1.11")]
-    assert targets[1]["peers"] == [{"name": "node2", "address": "198.18.1.12"},
-                                   {"name": "node3", "address": "198.18.1.13"},
-                                   {"name": "node4", "address": "198.18.1.14"}]
+    assert targets[1]["peers"] == [{"name": "node2", "address": "198.18.1.12", "rail": 0},
+                                   {"name": "node3", "address": "198.18.1.13", "rail": 0},
+                                   {"name": "node4", "address": "198.18.1.14", "rail": 0}]
+    assert targets[1]["rail"] == 0 and targets[1]["cross_peers"] == []
+
+
+def test_rails_pair_rail_i_with_rail_i_and_cross_check_a_shared_subnet() -> None:
+    targets = path_targets(RAIL_IFACES, rails_hostvars(), HOSTS, "node1")
+    assert [(t["rail"], t["interface"], t["source"]) for t in targets] == [
+        (0, "ens1f0np0", "198.18.1.11"), (1, "ens2f0np0", "198.18.1.15"), (2, "ens3f0np0", "198.18.1.19"),
+        (3, "ens4f0np0", "198.18.1.23")]
+    assert targets[2]["peers"] == [{"name": "node2", "address": "198.18.1.20", "rail": 2},
+                                   {"name": "node3", "address": "198.18.1.21", "rail": 2},
+                                   {"name": "node4", "address": "198.18.1.22", "rail": 2}]
+    # one subnet: the peers' other rails are route-checked from this rail too
+    assert len(targets[2]["cross_peers"]) == 9 and {p["rail"] for p in targets[2]["cross_peers"]} == {0, 1, 3}
+    # per-rail subnets: no cross-rail peers
+    hv = rails_hostvars()
+    for h in HOSTS:
+        for rail in hv[h]["datapath_plan"]["rail_routing"]["rails"]:
+            rail["addressing"] = "per-rail-subnet"
+    assert all(t["cross_peers"] == [] for t in path_targets(RAIL_IFACES, hv, HOSTS, "node1"))
 
 
 def test_ring_mode_next_neighbours_wraps_around() -> None:
@@ -60,7 +99,7 @@ def test_ring_mode_next_neighbours_wraps_around() -> None:
 
 def test_hosts_without_address_on_a_fabric_are_not_peers_and_fabrics_filter() -> None:
     hv = lab_hostvars()
-    del hv["node3"]["datapath_lab_interfaces"]["rdma"]
+    del hv["node3"]["datapath_addresses"]["rdma"]
     targets = path_targets(PLAN_IFACES, hv, HOSTS, "node1", fabrics=["rdma"])
     assert [t["fabric"] for t in targets] == ["rdma"]
     assert [p["name"] for p in targets[0]["peers"]] == ["node2", "node4"]

@@ -225,7 +225,7 @@ def test_proc_net_counters_of_the_recorded_run() -> None:
     assert set(before) == set(after) and len(before) == 313
     delta = parse.netstat_delta(before, after)
     assert delta == {"TcpRetransSegs": 3, "TcpExtTCPLostRetransmit": 0, "TcpExtTCPTimeouts": 0, "TcpOutSegs": 80598,
-                     "TcpExtTCPDSACKRecvSegs": 2}
+                     "TcpExtTCPDSACKRecvSegs": 2, "TcpExtIPReversePathFilter": 0}
     # the same run seen from the socket: the node's counters agree with TCP_INFO
     info = parse.parse_tcp_info(tcp_info_raw())
     assert delta["TcpRetransSegs"] == info["total_retrans"]
@@ -247,7 +247,7 @@ def test_proc_net_parser_and_deltas_on_odd_input() -> None:
     delta = parse.netstat_delta({"TcpOutSegs": 10, "TcpRetransSegs": 5}, {"TcpOutSegs": 4, "TcpRetransSegs": 5})
     # went back (namespace recreated): unknown, not negative
     assert delta == {"TcpRetransSegs": 0, "TcpExtTCPLostRetransmit": None, "TcpExtTCPTimeouts": None,
-                     "TcpOutSegs": None, "TcpExtTCPDSACKRecvSegs": None}
+                     "TcpOutSegs": None, "TcpExtTCPDSACKRecvSegs": None, "TcpExtIPReversePathFilter": None}
 
 
 def test_socket_buffer_sysctls_as_one_line() -> None:

@@ -31,9 +31,9 @@ TOKEN = "5ec2e7" + "0" * 26  # the pair's per-run token (the measure role draws 
 FABRIC = {"address": "198.18.1.12", "allowed_networks": ["198.18.1.0/24"], "token": TOKEN}
 CLIENT = dict(FABRIC, role="client", source="198.18.1.11")
 PROBE_KEYS = {"role", "address", "source", "port", "tool", "ok", "error", "streams", "duration", "max_bytes",
-              "seconds", "bytes", "gbit_per_s", "tcp", "netstat", "latency", "socket_buffers"}
+              "seconds", "bytes", "gbit_per_s", "tcp", "netstat", "latency", "socket_buffers", "nic_bytes"}
 NETSTAT_KEYS = {"TcpRetransSegs", "TcpExtTCPLostRetransmit", "TcpExtTCPTimeouts", "TcpOutSegs",
-                "TcpExtTCPDSACKRecvSegs"}
+                "TcpExtTCPDSACKRecvSegs", "TcpExtIPReversePathFilter"}
 
 
 def no_tools(monkeypatch: pytest.MonkeyPatch) -> FakeRunner:
@@ -307,3 +307,20 @@ def test_server_without_client_gives_up_at_its_wait(run_module, monkeypatch, not
         again.bind((LOOP, port))
     finally:
         again.close()
+
+
+def test_legs_run_every_rail_of_a_pair_at_once_with_each_nics_bytes(run_module, monkeypatch, nothing_left) -> None:
+    """Two rails of one pair (on loopback: 127.0.0.1 and 127.0.0.2), each on its own port, in one call per side."""
+    no_tools(monkeypatch)
+    port = free_port()
+    legs = [{"rail": 0, "address": LOOP, "port": port}, {"rail": 1, "address": "127.0.0.2", "port": port + 2}]
+    server, result = with_server(loop_args(port, legs=legs), lambda: run_module(net_probe.main, loop_args(
+        port, role="client", source=LOOP, legs=[dict(leg, source=leg["address"], interface="lo") for leg in legs])))
+    client, host = result["probe"], server["probe"]
+    for side in (client, host):
+        assert [(leg["rail"], leg["ok"], leg["error"]) for leg in side["legs"]] == [(0, True, None), (1, True, None)]
+        assert all(leg["gbit_per_s"] > 0 and leg["bytes"] > 0 for leg in side["legs"]), side["legs"]
+        assert side["gbit_per_s"] == side["legs"][0]["gbit_per_s"]  # the pair's own figures are rail0's
+        assert isinstance(side["nic_bytes"], dict) and "lo" not in side["nic_bytes"]
+    assert [leg["bytes"] for leg in client["legs"]] == [leg["bytes"] for leg in host["legs"]]
+    assert client["legs"][1]["port"] == port + 2 and client["legs"][1]["interface"] == "lo"

@@ -189,6 +189,39 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.profiles[0].topology.gpudirect", "GPUDirect rdma is expected on a node with gpus: 0"),
     ("topology-consistent", lambda s: prof(s).update(topology={"rdma_nics": 0, "gpudirect": ["rdma", "storage"]}),
      "datapath.profiles[0].topology.gpudirect", "GPUDirect RDMA is expected on a node with rdma_nics: 0"),
+    # rails (checks_rails.py): a per-rail-subnet fabric and the addresses of the spec
+    ("rail-subnets", lambda s: s["fabrics"][1].update(rails=[{"subnet": "10.100.1.0/24"}]),
+     "datapath.fabrics[1].rails", "rails are listed but addressing is shared-subnet"),
+    ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet"),
+     "datapath.fabrics[1].rails", "addressing is per-rail-subnet but no rail lists its subnet"),
+    ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet", rails=[
+        {"subnet": "10.100.0.0/24"}, {"subnet": "10.100.0.128/25"}]),
+     "datapath.fabrics[1].rails[1].subnet", "rail1's subnet 10.100.0.128/25 overlaps rail0's 10.100.0.0/24"),
+    ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet",
+                                                      rails=[{"subnet": "10.101.0.0/24"}]),
+     "datapath.fabrics[1].rails[0].subnet", "rail0's subnet 10.101.0.0/24 is outside the fabric's subnets"),
+    ("rail-subnets", lambda s: s["fabrics"][1].update(addressing="per-rail-subnet", rails=[
+        {"subnet": "10.100.0.0/24", "gateway": "10.100.1.1"}]),
+     "datapath.fabrics[1].rails[0].gateway", "gateway 10.100.1.1 is not a host address of rail0's subnet"),
+    ("rail-subnets", lambda s: s["fabrics"][0].update(addressing="per-rail-subnet", rails=[{"subnet": "192.0.2.0/25"}]),
+     "datapath.fabrics[0].addressing", "the management fabric is never routed per rail"),
+    ("rail-table-range", lambda s: s.update(rail_routing={"table_base": 1995}),
+     "datapath.rail_routing.table_base", "include 2004-2005 (Cilium)"),
+    ("rail-addresses", lambda s: s.update(hosts={"h1": {"interfaces": [
+        {"name": "ens1f0np0", "fabric": "rail0", "address": "10.200.0.5"}]}}),
+     "datapath.hosts.h1.interfaces[0].address", "10.200.0.5 is outside the subnet of rail0 of fabric rail0"),
+    ("rail-addresses", lambda s: s.update(hosts={
+        "h1": {"interfaces": [{"name": "ens1f0np0", "fabric": "rail0", "address": "10.100.0.5"}]},
+        "h2": {"interfaces": [{"name": "ens1f0np0", "fabric": "rail0", "address": "10.100.0.5/20"}]}}),
+     "datapath.hosts.h2.interfaces[0].address", "10.100.0.5 is already the address of hosts.h1.interfaces[0]"),
+    ("rail-addresses", lambda s: (s["fabrics"][1].update(addressing="per-rail-subnet",
+                                                         rails=[{"subnet": "10.100.0.0/24"}]),
+                                  s.update(hosts={"h1": {"interfaces": [{"name": "a0", "fabric": "rail0"},
+                                                                        {"name": "a1", "fabric": "rail0"}]}})),
+     "datapath.hosts.h1.interfaces[1]", "this is rail1 of fabric rail0, which lists the subnets of 1 rail(s) only"),
+    ("rail-addresses", lambda s: s.update(hosts={"h1": {"interfaces": [
+        {"name": "a0", "fabric": "rail0", "address": "ten"}]}}),
+     "datapath.hosts.h1.interfaces[0].address", "'ten' is not an IP address"),
     ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
         "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),
      "datapath.measure.gates.outlier_ratio", "outlier_ratio is 0 and no gate is set"),

@@ -24,7 +24,9 @@ def test_defaults_measure_every_non_management_fabric_with_subnets() -> None:
     assert {k: part[k] for k in ("mode", "sample_peers", "seed", "streams", "duration", "tool", "port")} == {
         "mode": "ring", "sample_peers": 3, "seed": 0, "streams": 4, "duration": 5.0, "tool": "builtin", "port": 5201}
     assert part["fabrics"] == [{"name": "rail0", "subnets": ["10.100.0.0/20"], "mtu": 9000, "interface": None,
-                                "address": "10.100.0.5", "address_ok": True}]
+                                "address": "10.100.0.5", "address_ok": True,
+                                "rails": [{"rail": 0, "name": "rail0", "interface": None, "address": "10.100.0.5",
+                                           "address_ok": True}]}]
     assert part["gates"] == {"fabrics": {"rail0": {"min_gbit_s": None, "max_retransmit_share": 0.002,
                                                    "max_loss_pct": 1.0, "max_p99_ms": None}},
                              "storage": {"min_read_mib_s": None, "max_p99_us_qd1": None, "max_p99_us_qd32": None,
@@ -56,7 +58,9 @@ def test_settings_gates_and_an_explicit_management_fabric() -> None:
 def test_addresses_come_from_the_host_itself() -> None:
     lab = {"datapath_lab_interfaces": {"rail0": {"ifname": "ens1f0np0", "address": "10.100.0.9"}}}
     part = measure(base(), facts=lab)
-    assert part["fabrics"][0]["address"] == "10.100.0.9" and part["fabrics"][0]["interface"] == "ens1f0np0"
+    assert part["fabrics"][0]["address"] is None  # a lab-only variable is never read
+    rails = measure(base(), facts={"datapath_addresses": {"rail0": ["10.100.0.9", "10.100.1.9"]}})["fabrics"][0]
+    assert rails["address"] == "10.100.0.9" and [r["address"] for r in rails["rails"]] == ["10.100.0.9"]
     missing = measure(base(), facts={})["fabrics"][0]
     assert missing["address"] is None and missing["address_ok"] is False  # carried (an interface), no address
     outside = measure(base(), facts={"datapath_addresses": {"rail0": "10.200.0.1"}})["fabrics"][0]

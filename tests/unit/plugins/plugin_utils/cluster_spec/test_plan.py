@@ -28,7 +28,7 @@ from ._specs import EXAMPLE, base, example, model
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
              "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure",
-             "node_topology", "backend", "tuned_profile", "nic_config"}
+             "node_topology", "backend", "tuned_profile", "nic_config", "rail_routing"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:
@@ -57,6 +57,10 @@ def test_plan_has_exactly_the_documented_shape() -> None:
     assert set(plan["nvme_layout"]) == {"devices", "select", "raid", "filesystem", "mount", "directories",
                                         "reserve_bytes", "wipe_serials"}
     assert set(plan["nfd_labels"]) == {"labels", "local_volume_class"}
+    assert set(plan["rail_routing"]) == {"rails", "table_range", "arp_ignore", "arp_announce", "rp_filter"}
+    assert [set(r) for r in plan["rail_routing"]["rails"]] == [{
+        "fabric", "rail", "name", "interface", "match", "address", "address_ok", "subnets", "subnet", "gateway",
+        "addressing", "routes", "table", "priority", "gpu"}]  # rail0 only: the management fabric is not routed
     assert plan["model_cache"] is None  # the base spec has no models (tests/.../test_model_cache_spec.py)
     assert plan["node_topology"] is None  # the base spec has no topology section
     json.dumps(plan)  # plain data
