@@ -20,6 +20,9 @@ APT_PACKAGES=(
   # TuneD's own profile loader, merger and tuned-adm read the profile tuned_profile writes
   # (tests/interop/test_sys_tuned.py); a tool here, never the host's tuning daemon
   tuned
+  # lldp_dcbx captures one LLDP frame per RoCE interface with tcpdump (inside lab nodes, whose root is
+  # the host's); the lab's switch namespace sends the crafted DCBX frames (tests/integration/test_lldp_lab.py)
+  tcpdump
 )
 
 missing=()
