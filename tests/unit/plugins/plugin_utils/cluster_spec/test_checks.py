@@ -177,6 +177,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
     ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
         "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),
      "datapath.measure.gates.outlier_ratio", "outlier_ratio is 0 and no gate is set"),
+    ("switch-dcbx-roce", lambda s: s["fabrics"][0].update(switch={"os": "sonic", "dcbx": True}),
+     "datapath.fabrics[0].switch.dcbx", "DCBX is compared with the RoCE settings, but the fabric is of kind"),
 ]
 
 
