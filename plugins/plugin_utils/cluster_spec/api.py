@@ -13,6 +13,7 @@ from .errors import SpecError, SpecValidationError, translate
 from .models import DatapathSpec, fields_at
 from .partial import partial_errors
 from .plan import Planner, deep_copy
+from .warnings import SpecWarning, spec_warnings
 
 MAX_DEPTH = 64
 MAX_NODES = 2_000_000
@@ -82,6 +83,15 @@ def _order(err: SpecError) -> tuple[Any, ...]:
 def validate_spec(data: Any) -> list[SpecError]:
     """All errors of the spec (the value of ``datapath``); an empty list when it is valid."""
     return _load(data)[1]
+
+
+def validate_warnings(data: Any) -> list[SpecWarning]:
+    """The warnings of the spec (the value of ``datapath``, or a model) when it is valid; [] when it has
+    errors (those come first: a spec with errors gets no warnings)."""
+    if isinstance(data, DatapathSpec):
+        return spec_warnings(data)
+    spec, _errors = _load(data)
+    return spec_warnings(spec) if spec is not None else []
 
 
 def parse_spec(data: Any) -> DatapathSpec:

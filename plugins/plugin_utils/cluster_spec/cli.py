@@ -1,7 +1,8 @@
 """``datapath`` — validate, plan and describe a cluster spec from a pipeline.
 
 Exit codes: 0 valid, 1 invalid, 2 unusable input (missing file, bad YAML, an inventory ansible-core
-cannot read, unknown host, ...).
+cannot read, unknown host, ...). Warnings of a valid spec (warnings.py) are printed, listed under
+``warnings`` (JSON) or in the spec case's ``system-out`` (JUnit); they do not change the exit code.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from .api import dumps_plan, parse_spec, validate_inventory, validate_spec
+from .api import dumps_plan, parse_spec, validate_inventory, validate_spec, validate_warnings
 from .errors import SpecError, SpecValidationError
 from .loader import READERS, Inventory, LoadError, load_target
 from .plan import Planner
 from .schema import schema_text
+from .warnings import SpecWarning
 
 EXIT_OK, EXIT_INVALID, EXIT_UNUSABLE = 0, 1, 2
 # Characters XML 1.0 cannot carry (a host name or a value in a message could hold one).
@@ -61,7 +63,19 @@ def _validate(inv: Inventory) -> list[SpecError]:
     return errors
 
 
-def _junit(errors: list[SpecError], inv: Inventory | None, target: str, unusable: str | None = None) -> str:
+def _warnings(inv: Inventory) -> list[SpecWarning]:
+    """The warnings of each distinct valid `datapath` of the inventory, each once."""
+    if not inv.hosts:
+        return validate_warnings(inv.spec)
+    found: set[SpecWarning] = set()
+    for spec, hosts in inv.specs():
+        if hosts and spec is not None:
+            found.update(validate_warnings(spec))
+    return sorted(found)
+
+
+def _junit(errors: list[SpecError], inv: Inventory | None, target: str, unusable: str | None = None,
+           warnings: Sequence[SpecWarning] = ()) -> str:
     """One test case for the spec and one per host; a failing case lists that part's errors.
 
     Unusable input (exit 2) is one test case with an ``<error>``, so a pipeline that publishes the
@@ -85,6 +99,8 @@ def _junit(errors: list[SpecError], inv: Inventory | None, target: str, unusable
             failures += 1
             fail = ET.SubElement(case, "failure", message=f"{len(errs)} error(s)", type="SpecError")
             fail.text = xml_text("\n".join(e.render() for e in errs))
+        if name == "spec" and warnings:  # warnings never fail a case: they are the case's output
+            ET.SubElement(case, "system-out").text = xml_text("\n".join(w.render() for w in warnings))
     suite.set("tests", str(len(cases) + (unusable is not None)))
     suite.set("failures", str(failures))
     suite.set("errors", str(int(unusable is not None)))
@@ -105,19 +121,24 @@ def cmd_validate(args: argparse.Namespace, out: TextIO) -> int:
     for warning in inv.warnings:
         sys.stderr.write(f"datapath: ansible-core: {warning}\n")
     errors = _validate(inv)
+    warnings = [] if errors else _warnings(inv)  # warnings of a valid spec; an invalid one gets its errors
     if args.format == "json":
         out.write(json.dumps({"valid": not errors, "usable": True, "target": args.target, "hosts": len(inv.hosts),
-                              "reader": inv.reader, "errors": [e.as_dict() for e in errors]},
+                              "reader": inv.reader, "errors": [e.as_dict() for e in errors],
+                              "warnings": [w.as_dict() for w in warnings]},
                              indent=2, sort_keys=True) + "\n")
     elif args.format == "junit":
-        out.write(_junit(errors, inv, args.target))
+        out.write(_junit(errors, inv, args.target, warnings=warnings))
     else:
         for err in errors:
             out.write(err.render() + "\n")
+        for item in warnings:
+            out.write(item.render() + "\n")
         if errors:
             out.write(f"{len(errors)} error(s) in {args.target}\n")
         else:
-            out.write(f"{args.target}: valid" + (f" ({len(inv.hosts)} hosts planned)" if inv.hosts else "") + "\n")
+            out.write(f"{args.target}: valid" + (f" ({len(inv.hosts)} hosts planned)" if inv.hosts else "")
+                      + (f", {len(warnings)} warning(s)" if warnings else "") + "\n")
     return EXIT_INVALID if errors else EXIT_OK
 
 
