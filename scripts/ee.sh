@@ -3,7 +3,7 @@
 # context with ansible-builder (works offline, no container engine needed):
 #   ./scripts/ee.sh                         -> build/ee/context/Containerfile + _build/
 # With `build`, also build the image (needs podman or docker and a reachable registry):
-#   ./scripts/ee.sh build -t datapath-ee:0.3.0 [other ansible-builder build options]
+#   ./scripts/ee.sh build -t datapath-ee:0.4.0 [other ansible-builder build options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(pwd)/.venv/bin

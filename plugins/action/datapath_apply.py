@@ -48,8 +48,12 @@ def _cluster_spec() -> Any:
         else:
             _SPEC["module"] = cluster_spec
     if _SPEC["module"] is None:
-        raise AnsibleActionFail(f"{COLLECTION}.datapath_apply needs pydantic>=2 on the controller "
-                                f"(pip install -r requirements.txt): {_SPEC['error']}")
+        raise AnsibleActionFail(f"{COLLECTION}.datapath_apply: install pydantic on the controller "
+                                f"(python3 -m pip install 'pydantic>=2,<3'): {_SPEC['error']}")
+    try:
+        _SPEC["module"].require_pydantic()
+    except ImportError as exc:  # MissingPydantic: the spec package imported with its stand-ins
+        raise AnsibleActionFail(f"{COLLECTION}.datapath_apply: {exc}") from None
     return _SPEC["module"]
 
 

@@ -26,9 +26,13 @@ else:
 def _api() -> Any:
     if _spec is None:
         raise AnsibleFilterError(
-            "aiinfra.datapath filters need pydantic>=2 on the controller "
-            f"(pip install -r requirements.txt): {_IMPORT_ERROR}"
+            "aiinfra.datapath filters: install pydantic on the controller "
+            f"(python3 -m pip install 'pydantic>=2,<3'): {_IMPORT_ERROR}"
         )
+    try:
+        _spec.require_pydantic()
+    except ImportError as exc:  # MissingPydantic: the spec package imported with its stand-ins
+        raise AnsibleFilterError(f"aiinfra.datapath filters: {exc}") from None
     return _spec
 
 

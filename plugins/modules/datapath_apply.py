@@ -14,7 +14,11 @@ DOCUMENTATION = r"""
 ---
 module: datapath_apply
 short_description: Apply a node's whole data path in one task (facts, plan, every capability module)
-version_added: "0.2.0"
+version_added: "0.1.0"
+requirements:
+  - "On the node: Python 3 (standard library only), and the tools of the capabilities it runs (see each
+    capability's module)"
+  - "On the controller: pydantic and ruamel.yaml (requirements.txt)"
 description:
   - The engine of the R(aiinfra.datapath.datapath role,ansible_collections.aiinfra.datapath.datapath_role)
     and of C(playbooks/site.yml). One task per host does what the capability roles would do in

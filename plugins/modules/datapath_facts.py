@@ -12,6 +12,12 @@ DOCUMENTATION = r"""
 module: datapath_facts
 short_description: Collect the live data-path state of a node in one call
 version_added: "0.1.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ethtool (driver and firmware; optional)"
+  - "devlink from iproute2 (firmware; optional)"
+  - "dcb from iproute2 (DCB state; optional)"
+  - "lspci from pciutils (the topology section; optional)"
 description:
   - Reads, in one call and without changing anything, what the collection's other modules
     manage - sysctl values, HugePage pools per size and NUMA node, transparent HugePages,
@@ -94,9 +100,9 @@ seealso:
 EXAMPLES = r"""
 - name: Everything, for the audit
   aiinfra.datapath.datapath_facts:
-    sysctl_keys: "{{ datapath_plan.sysctl['keys'] | list }}"
-    storage_devices: "{{ datapath_plan.storage.devices | default([], true) }}"
-    mount_paths: ["{{ datapath_plan.storage.mount.path }}"]
+    sysctl_keys: "{{ datapath_plan.sysctl_profile['keys'] | list }}"
+    storage_devices: "{{ datapath_plan.nvme_layout.devices | default([], true) }}"
+    mount_paths: ["{{ datapath_plan.nvme_layout.mount.path }}"]
 
 - name: Only memory and NUMA nodes (what the planner reads)
   aiinfra.datapath.datapath_facts:

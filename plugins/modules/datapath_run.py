@@ -11,7 +11,10 @@ DOCUMENTATION = r"""
 ---
 module: datapath_run
 short_description: Run several capability modules of this collection in one Python process on the node
-version_added: "0.2.0"
+version_added: "0.1.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "the tools of the capabilities it runs (see each capability's module)"
 description:
   - The node side of M(aiinfra.datapath.datapath_apply); use that action (or the
     C(aiinfra.datapath.datapath) role), not this module, in playbooks.

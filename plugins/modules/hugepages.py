@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 module: hugepages
 short_description: Size HugePage pools per page size and NUMA node, THP and hugetlbfs mounts
 version_added: 0.1.0
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "mount (hugetlbfs mounts)"
 description:
   - Sets the number of 2M and 1G HugePages, as a total
     (C(/sys/kernel/mm/hugepages/hugepages-<kB>kB/nr_hugepages)) or per NUMA node

@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 module: kernel_cmdline
 short_description: Add and remove kernel command line arguments, touching only its own
 version_added: 0.1.0
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "grub-mkconfig or update-grub (the grub.d drop-in), or grubby (RHEL family)"
 description:
   - Keeps an ordered list of kernel arguments, repeated names included
     (C(hugepagesz=2M hugepages=512 hugepagesz=1G hugepages=8)), in the boot loader

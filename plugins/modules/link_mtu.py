@@ -11,6 +11,11 @@ DOCUMENTATION = r"""
 module: link_mtu
 short_description: Set and persist the MTU of data-path interfaces
 version_added: "0.1.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ip from iproute2"
+  - "for persistence, what the node uses: systemd-networkd, NetworkManager (nmcli), netplan or ifupdown"
+  - "ping (verify_after; optional)"
 description:
   - Sets the MTU of the interfaces the plan names, matched by name, MAC address, PCI
     address or driver, live with C(ip link set dev IF mtu N), and persists it through the
@@ -171,7 +176,7 @@ EXAMPLES = r"""
 
 - name: Change the management interface too, reverting if the gateway stops answering
   aiinfra.datapath.link_mtu:
-    interfaces: "{{ plan.interfaces }}"
+    interfaces: "{{ datapath_plan.link_mtu.interfaces }}"
     persist: networkd
     allow_connection_interface: true
     verify_after: [198.18.0.1]

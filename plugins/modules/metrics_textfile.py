@@ -12,6 +12,9 @@ DOCUMENTATION = r"""
 module: metrics_textfile
 short_description: Write node metrics for node_exporter's textfile collector, one file per source
 version_added: "0.4.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "node_exporter with its textfile collector reads the files (not needed to write them)"
 description:
   - Writes O(directory)/C(aiinfra_datapath_<source>.prom) in the Prometheus text exposition format
     (version 0.0.4) - a C(HELP) and a C(TYPE) line per metric family, then its samples - for

@@ -11,7 +11,9 @@ DOCUMENTATION = r"""
 ---
 module: model_cache
 short_description: Place versioned, verified model artifacts on the node's local cache filesystem
-version_added: 0.2.0
+version_added: 0.1.0
+requirements:
+  - "Python 3 on the node (standard library only); HTTP(S) and S3 are built in"
 description:
   - Fills a models directory on the node's cache filesystem (the local NVMe laid out by
     M(aiinfra.datapath.nvme_layout)) with the declared model versions before workloads need
@@ -242,11 +244,11 @@ seealso:
 EXAMPLES = r"""
 - name: Warm the node's cache from the plan
   aiinfra.datapath.model_cache:
-    cache_dir: "{{ datapath_plan.models.root }}"
-    require_mount: "{{ datapath_plan.models.require_mount }}"
-    reserve_bytes: "{{ datapath_plan.models.reserve_bytes }}"
-    bandwidth_limit: "{{ datapath_plan.models.bandwidth_limit }}"
-    models: "{{ datapath_plan.models.items }}"
+    cache_dir: "{{ datapath_plan.model_cache.cache_dir }}"
+    require_mount: "{{ datapath_plan.model_cache.require_mount }}"
+    reserve_bytes: "{{ datapath_plan.model_cache.reserve_bytes }}"
+    bandwidth_limit: "{{ datapath_plan.model_cache.bandwidth_limit }}"
+    models: "{{ datapath_plan.model_cache.models }}"
   throttle: 8
 
 - name: One model from an HTTP mirror, files listed

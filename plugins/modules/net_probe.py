@@ -12,6 +12,9 @@ DOCUMENTATION = r"""
 module: net_probe
 short_description: One side of a TCP throughput, retransmit and latency test between two nodes
 version_added: "0.4.0"
+requirements:
+  - "Python 3 on the node (standard library only) for the builtin tool"
+  - "iperf3 (tool: iperf3; optional)"
 description:
   - Measures one node pair on one fabric. Run it on both nodes at the same time (one play with
     both hosts). The V(server) listens on its fabric address, the V(client) connects from its

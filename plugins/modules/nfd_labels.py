@@ -11,6 +11,10 @@ DOCUMENTATION = r"""
 module: nfd_labels
 short_description: Write node-feature-discovery labels for the node's data path (features.d)
 version_added: 0.1.0
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "node-feature-discovery's nfd-worker reads the features file"
+  - "lspci from pciutils (topology labels; optional)"
 description:
   - Computes Kubernetes node labels from the plan's C(k8s.labels) plus live facts of the
     node and writes them to one node-feature-discovery (NFD) local feature file, so that
@@ -153,10 +157,10 @@ seealso:
 EXAMPLES = r"""
 - name: Publish the node's data-path labels through node-feature-discovery
   aiinfra.datapath.nfd_labels:
-    labels: "{{ datapath_plan['k8s']['labels'] }}"
-    cache_mount: "{{ datapath_plan['storage']['mount']['path'] if datapath_plan['storage'] else none }}"
-    interfaces: "{{ datapath_plan['interfaces'] }}"
-    qos: "{{ datapath_plan['qos'] }}"
+    labels: "{{ datapath_plan['nfd_labels']['labels'] }}"
+    cache_mount: "{{ datapath_plan['nvme_layout']['mount']['path'] if datapath_plan['nvme_layout'] else none }}"
+    interfaces: "{{ datapath_plan['link_mtu']['interfaces'] }}"
+    qos: "{{ datapath_plan['roce_qos']['interfaces'] }}"
     roce_ready: {rail0: true, rail1: true}
   register: nfd
 

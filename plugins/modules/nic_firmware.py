@@ -11,6 +11,10 @@ DOCUMENTATION = r"""
 module: nic_firmware
 short_description: Report NIC firmware and check it against a policy (never flashes)
 version_added: "0.1.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ethtool"
+  - "devlink from iproute2 (optional)"
 description:
   - Collects per NIC the driver, driver version, firmware version, PSID (board id) and bus
     address from C(ethtool -i) and C(devlink -j dev info), both when available, with the RDMA
@@ -88,7 +92,7 @@ EXAMPLES = r"""
 - name: Only the RoCE rails, fail this host when out of policy
   aiinfra.datapath.nic_firmware:
     interfaces: [ens1f0np0, ens2f0np0]
-    policies: "{{ plan.firmware.policies }}"
+    policies: "{{ datapath_plan.nic_firmware.policies }}"
     fail_on_noncompliant: true
 """
 

@@ -12,6 +12,12 @@ DOCUMENTATION = r"""
 module: node_topology
 short_description: GPU, NIC, NVMe and NUMA topology of a node, PCIe link health and GPUDirect readiness
 version_added: "0.4.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "lspci from pciutils (optional; sysfs otherwise)"
+  - "nvidia-smi (optional)"
+  - "nvme from nvme-cli (optional)"
+  - "rdma from iproute2 (optional)"
 description:
   - Reads the node's PCI tree from sysfs (C(/sys/bus/pci/devices), the resolved device path gives the
     host bridge, the root port and every switch port on the way) and lists the GPUs, the NICs (with

@@ -11,6 +11,13 @@ DOCUMENTATION = r"""
 module: nvme_layout
 short_description: Lay out local NVMe devices as a model cache (GPT, md RAID0, xfs/ext4, mount, fstab)
 version_added: 0.1.0
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "lsblk, blkid, wipefs, partprobe, blockdev and mount (util-linux, parted)"
+  - "sgdisk from gdisk"
+  - "mdadm (RAID0)"
+  - "mkfs.xfs from xfsprogs or mkfs.ext4 from e2fsprogs"
+  - "nvme from nvme-cli (optional)"
 description:
   - Converges one node's local NVMe devices to a declared layout in one call, following
     the plan-then-act flow of linux-system-roles storage. Takes the C(storage) part of the
@@ -241,7 +248,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Lay out the node's NVMe cache from the plan
-  aiinfra.datapath.nvme_layout: "{{ datapath_plan.storage }}"
+  aiinfra.datapath.nvme_layout: "{{ datapath_plan.nvme_layout }}"
 
 - name: Two NVMe devices as RAID0, xfs, mounted with noatime
   aiinfra.datapath.nvme_layout:

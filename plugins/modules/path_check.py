@@ -12,6 +12,9 @@ DOCUMENTATION = r"""
 module: path_check
 short_description: Check the path MTU to peers with don't-fragment pings, concurrently
 version_added: "0.1.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ping from iputils (don't-fragment pings)"
 description:
   - For every fabric target, pings every peer with the don't-fragment bit set
     (C(ping -M do)) at the fabric MTU and at each size of O(sizes) below it, bound to the
@@ -124,7 +127,7 @@ EXAMPLES = r"""
 - name: Targets built by the verify role's filter from the plan and the inventory
   aiinfra.datapath.path_check:
     targets: >-
-      {{ datapath_plan.interfaces
+      {{ datapath_plan.link_mtu.interfaces
          | aiinfra.datapath.path_targets(hostvars, ansible_play_hosts, inventory_hostname) }}
 """
 

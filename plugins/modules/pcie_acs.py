@@ -12,6 +12,10 @@ DOCUMENTATION = r"""
 module: pcie_acs
 short_description: PCIe ACS redirect off between each GPU and its nearest NICs and NVMe devices, at every boot
 version_added: "0.4.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "lspci and setpci from pciutils"
+  - "nvme from nvme-cli (optional)"
 description:
   - ACS request/completion redirect on a PCIe switch port sends peer-to-peer traffic between a GPU and
     a NIC or NVMe device below that switch up to the root complex, so GPUDirect RDMA and Storage run

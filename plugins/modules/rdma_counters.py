@@ -11,7 +11,11 @@ DOCUMENTATION = r"""
 ---
 module: rdma_counters
 short_description: Read NIC (ethtool -S) and RDMA port counters, for deltas over a measurement
-version_added: "0.3.0"
+version_added: "0.4.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ethtool (netdev counters; optional)"
+  - "rdma from iproute2 (optional)"
 description:
   - For each interface, every numeric counter of C(ethtool -S IF) (all of them, not only the
     RoCE ones) and, when the NIC has an RDMA device, every file of

@@ -11,6 +11,10 @@ DOCUMENTATION = r"""
 module: roce_qos
 short_description: Configure RoCE lossless QoS (trust, PFC, DSCP map, ETS, ECN, CNP, RoCE ToS/mode)
 version_added: "0.1.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "dcb from iproute2, or mlnx_qos from NVIDIA's mlnx-tools (backend: mlnx_qos)"
+  - "systemd and modprobe (the boot-time re-apply unit)"
 description:
   - Configures, per RoCE interface, the trust mode, PFC per priority, the DSCP to priority
     map (APP table), ETS (priority to traffic class, TSA, bandwidths), ECN enable per
@@ -187,7 +191,7 @@ EXAMPLES = r"""
 
 - name: From the plan, vendor tool forced
   aiinfra.datapath.roce_qos:
-    interfaces: "{{ plan.qos }}"
+    interfaces: "{{ datapath_plan.roce_qos.interfaces }}"
     backend: mlnx_qos
 """
 

@@ -11,7 +11,10 @@ DOCUMENTATION = r"""
 ---
 module: storage_probe
 short_description: Measure read throughput, random-read IOPS and latency of devices and files, and a cold model load
-version_added: "0.3.0"
+version_added: "0.4.0"
+requirements:
+  - "Python 3 on the node (standard library only) for the builtin tool"
+  - "fio (tool: fio; optional)"
 description:
   - For each target (a block device or a regular file) measures the sequential read throughput
     (MiB/s over O(seq_bytes), capped by the target's size, in O(seq_block_kib) KiB reads) and,

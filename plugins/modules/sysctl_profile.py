@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 module: sysctl_profile
 short_description: Apply and persist a whole sysctl profile in one call
 version_added: 0.1.0
+requirements:
+  - "Python 3 on the node (standard library only); systemd-sysctl (or procps sysctl --system) reads the
+    managed file at boot"
 description:
   - Reads every requested kernel parameter from C(/proc/sys) first and fails before
     touching anything when a key does not exist on this kernel or is read-only here
@@ -97,8 +100,8 @@ seealso:
 EXAMPLES = r"""
 - name: Apply the node plan's sysctl profile
   aiinfra.datapath.sysctl_profile:
-    keys: "{{ datapath_plan.sysctl.keys }}"
-    file: "{{ datapath_plan.sysctl.file }}"
+    keys: "{{ datapath_plan.sysctl_profile.keys }}"
+    file: "{{ datapath_plan.sysctl_profile.file }}"
 
 - name: Raise socket buffers, never lower them
   aiinfra.datapath.sysctl_profile:

@@ -12,6 +12,9 @@ DOCUMENTATION = r"""
 module: tuned_profile
 short_description: The node plan's boot-time sysctls, THP and kernel arguments as one TuneD profile
 version_added: "0.4.0"
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "TuneD (tuned-adm)"
 description:
   - The TuneD backend (C(datapath_backend=tuned) in the inventory). Writes one TuneD profile,
     C(PROFILE_DIR/NAME/tuned.conf), with a C([sysctl]) section (the plan's keys), C([vm])

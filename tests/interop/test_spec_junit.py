@@ -26,6 +26,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.audit import buil
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import cli
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.errors import SpecError
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.loader import Inventory
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec.spec_warnings import SpecWarning
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -101,6 +102,13 @@ def test_datapath_validate_junit(xsd: Any, tmp_path: Path) -> None:
         "version": 1, "profiles": [{"name": "gpu", "hugepages": {"pages": [{"size": "2M", "count": 512}]}}]}}))
     broken_ini = tmp_path / "broken.ini"
     broken_ini.write_text("[gpu:nonsense]\nx\n")
+    skipping = tmp_path / "skipping"  # a broken profile for infer: i1 is skipped, t1 still checked (issue 38)
+    (skipping / "group_vars" / "all").mkdir(parents=True)
+    (skipping / "hosts.ini").write_text("[gpu]\nn1 datapath_memory_bytes=1073741824\n[infer]\ni1\n")
+    (skipping / "group_vars" / "all" / "datapath.yml").write_text(yaml_text({"datapath": {
+        "version": 1, "profiles": [{"name": "gpu", "hugepages": {"pages": [{"size": "2M", "count": 512}]}},
+                                   {"name": "infer", "sysctl": {"vm.swapiness": [1]}},
+                                   {"name": "gpu_nodes"}]}}))
     cases = [
         ("valid spec file", good, 0, 0, 0),
         ("invalid spec file", bad, 1, 1, 0),
@@ -108,6 +116,7 @@ def test_datapath_validate_junit(xsd: Any, tmp_path: Path) -> None:
         ("inventory with host errors", str(host_errors), 1, 1, 0),
         ("missing file", str(tmp_path / "nope.yml"), 2, 0, 1),
         ("broken INI inventory", str(broken_ini), 2, 0, 1),
+        ("spec errors, host errors, a skipped host, warnings", str(skipping), 1, 2, 0),
     ]
     for what, target, code, failures, errors in cases:
         proc = run([tool("datapath"), "validate", target, "--format", "junit"])
@@ -118,6 +127,10 @@ def test_datapath_validate_junit(xsd: Any, tmp_path: Path) -> None:
     assert suite.get("tests") == "17"  # the spec and 16 hosts
     failing = ET.fromstring(run([tool("datapath"), "validate", str(host_errors), "--format", "junit"]).stdout)
     assert [c.get("name") for c in failing.findall("testcase") if c.find("failure") is not None] == ["host n1"]
+    mixed = ET.fromstring(run([tool("datapath"), "validate", str(skipping), "--format", "junit"]).stdout)
+    assert [c.get("name") for c in mixed.findall("testcase") if c.find("skipped") is not None] == ["host i1"]
+    assert mixed.get("skipped") == "1"
+    assert "profile 'gpu_nodes' applies" in (mixed.findtext("testcase[@name='spec']/system-out") or "")
 
 
 errors_st = st.lists(st.builds(SpecError, st.text(max_size=20), st.text(max_size=30), st.text(max_size=10),
@@ -131,7 +144,10 @@ def test_validate_junit_writer_with_any_text(errors: list[SpecError], hosts: lis
                                              unusable: str | None) -> None:
     schema = _schema()
     inv = Inventory(spec={}, spec_source="", hosts={h: ([], {}) for h in hosts})
-    text = cli._junit(errors, None if unusable else inv, target, unusable=unusable)
+    warnings = [SpecWarning(e.path, e.message, e.hint, "sysctl-key-unknown", e.host) for e in errors[:2]]
+    skipped = {h: f"not checked: {h}" for h in hosts[:1]}
+    text = cli._junit(errors, None if unusable else inv, target, unusable=unusable, warnings=warnings,
+                      skipped=skipped)
     problems = [str(e).splitlines()[0] for e in schema.iter_errors(text)]
     assert not problems, (problems, text)
     CASES["validate JUnit writer, generated texts"] += 1

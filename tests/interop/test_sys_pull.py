@@ -222,3 +222,38 @@ def test_the_filter_names_a_bad_argument(tmp_path: Path) -> None:
         pull_manifests([], {}, {}, "", image="x", max_unavailable=0)
     with pytest.raises(AnsibleFilterError, match="repo_url=None"):
         pull_manifests([], {}, {}, "", image="x", source="git", inventory="inv")
+
+
+def test_pull_from_your_own_inventory_repository_that_pins_the_collection(tmp_path: Path) -> None:
+    """Issue 38: the repository is the user's inventory, pinning aiinfra.datapath in collections/requirements.yml;
+    ansible-pull checks it out and installs the pin (a playbook of the role, outside the checkout), then the
+    pinned collection's aiinfra.datapath.local runs. systemd-analyze verifies the unit with both steps;
+    ansible-playbook --syntax-check reads the installing playbook."""
+    root = tmp_path / "root"
+    _systemd_root(root)
+    state = root / "var" / "lib" / "aiinfra-datapath"
+    playbook_bin = root / ANSIBLE_PULL.replace("ansible-pull", "ansible-playbook").lstrip("/")
+    playbook_bin.write_text("#!/bin/sh\nexit 0\n")
+    playbook_bin.chmod(0o755)
+    unit_dir = _render(tmp_path, root, pull_mode_repo_url="https://git.example.net/infra/cluster.git",
+                       pull_mode_inventory="inventories/prod", pull_mode_state_dir=str(state),
+                       pull_mode_collection_requirements="collections/requirements.yml")
+    service = (unit_dir / SERVICE).read_text()
+    starts = [line for line in service.splitlines() if line.startswith("ExecStart=")]
+    assert len(starts) == 2, service
+    assert f'"--directory" "{state}/inventory"' in starts[0]
+    assert starts[0].endswith(f'"{state}/aiinfra-datapath-pull-collections.yml"')
+    assert starts[1].startswith('ExecStart="/opt/aiinfra-datapath/venv/bin/ansible-playbook" "--inventory" '
+                                f'"{state}/inventory/inventories/prod"')
+    assert starts[1].endswith('"--limit" "gpu-01,localhost" "aiinfra.datapath.local"')
+    assert f"ANSIBLE_COLLECTIONS_PATH={state}/collections" in service
+    # systemd-analyze resolves the ExecStart binaries below --root: the unit's paths are the node's
+    (unit_dir / SERVICE).write_text(service.replace(str(root), ""))
+    assert _verify(root, SERVICE) == "rc=0 "
+    installer = state / "aiinfra-datapath-pull-collections.yml"
+    checked = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "--syntax-check",
+                              "-i", "localhost,", str(installer)], capture_output=True, text=True, timeout=120,
+                             check=False, env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg")))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    text = installer.read_text()
+    assert "collections/requirements.yml" in text and "--force" in text

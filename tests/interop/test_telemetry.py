@@ -250,7 +250,7 @@ def _dashboard_exprs() -> list[str]:
 
 
 def _label_values_metric(expr: str) -> str:
-    match = re.fullmatch(r"label_values\((\w+),\s*\w+\)", expr)
+    match = re.fullmatch(r"label_values\((\w+)(?:\{[^}]*\})?,\s*\w+\)", expr)
     return match.group(1) if match else expr
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ PLAYBOOK_VARS = {
     "verify.yml": {"verify_report_dir"},
     "audit.yml": {"audit_report_dir", "audit_fail_on"},
     "site.yml": set(),
+    "measure.yml": {"measure_report_dir"},
 }
 
 
@@ -63,15 +68,59 @@ def test_github_workflow_validates_on_pull_requests_and_audits_on_schedule() -> 
     assert set(wf["on"]) >= {"pull_request", "schedule"}
     runs = {name: "\n".join(s.get("run", "") for s in job["steps"]) for name, job in wf["jobs"].items()}
     assert "datapath validate" in runs["validate"] and "--format junit" in runs["validate"]
-    assert "playbooks/audit.yml" in runs["audit"]
+    assert "aiinfra.datapath.audit" in runs["audit"]  # from the installed collection, not a fork (issue 38)
     uploads = [s["with"]["path"] for s in wf["jobs"]["audit"]["steps"] if "upload-artifact" in s.get("uses", "")]
     assert uploads and "reports/audit.xml" in uploads[0]
+
+
+def test_github_workflow_writes_a_summary_and_annotations_and_keeps_secrets_in_env() -> None:
+    text = (EXAMPLES / "github-actions.yml").read_text()
+    wf = _github()
+    runs = {name: "\n".join(s.get("run", "") for s in job["steps"]) for name, job in wf["jobs"].items()}
+    assert "--format sarif" in runs["validate"] and "GITHUB_STEP_SUMMARY" in runs["validate"]
+    assert '"::" + kind + where + "::"' in runs["validate"]  # ::error file=...,line=...:: workflow commands
+    assert any("upload-sarif" in s.get("uses", "") for s in wf["jobs"]["validate"]["steps"])
+    assert wf["jobs"]["validate"]["permissions"]["security-events"] == "write"
+    assert "reports/measure.md" in runs["audit"] and "GITHUB_STEP_SUMMARY" in runs["audit"]
+    # a secret is never expanded into a script: only into a step's env
+    assert text.count("secrets.") == text.count("${{ secrets.DATAPATH_SSH_KEY }}") == 1
+    for job in wf["jobs"].values():
+        for step in job["steps"]:
+            assert "${{" not in step.get("run", ""), step.get("name")
+            for value in (step.get("env") or {}).values():
+                assert value.startswith("${{ secrets."), value
+
+
+def test_the_github_summary_script_writes_a_table(tmp_path: Path) -> None:
+    wf = _github()
+    run = next(s["run"] for s in wf["jobs"]["validate"]["steps"] if "GITHUB_STEP_SUMMARY" in s.get("run", ""))
+    script = run.split("<<'PY'\n", 1)[1].rsplit("PY", 1)[0]
+    report = {"exit_code": 1, "usable": True, "skipped": [{"host": "i1", "reason": "not checked: x"}],
+              "errors": [{"path": "datapath.fabrics[1].mtu", "message": "99999 | is out of range", "hint": "fix",
+                          "host": None, "file": "inv/group_vars/all/datapath.yml", "line": 5}],
+              "warnings": [{"path": "datapath.profiles[0].name", "message": "a,b: c", "fix": "", "host": "n1",
+                            "file": None, "line": None}]}
+    (tmp_path / "validate.json").write_text(json.dumps(report))
+    (tmp_path / "s.py").write_text(script)
+    proc = subprocess.run([sys.executable, str(tmp_path / "s.py"), str(tmp_path / "validate.json")],
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})
+    assert proc.stdout.splitlines() == [
+        "::error file=inv/group_vars/all/datapath.yml,line=5::datapath.fabrics[1].mtu: 99999 | is out of range; fix",
+        "::warning::datapath.profiles[0].name: a,b: c (host n1)"]
+    summary = (tmp_path / "summary.md").read_text().splitlines()
+    assert summary[0] == "## datapath validate: FAILED"
+    assert summary[4] == "| error | inv/group_vars/all/datapath.yml:5 | datapath.fabrics[1].mtu: 99999 \\| is out " \
+                         "of range; fix |"
+    assert summary[-1] == "| not checked | host i1 | not checked: x |"
 
 
 @pytest.mark.parametrize("line", [c for c in _commands() if "ansible-playbook" in c])
 def test_playbook_commands_name_existing_playbooks_and_variables(line: str) -> None:
     argv = shlex.split(line)
-    playbooks = [a for a in argv if a.startswith("playbooks/")]
+    # a playbook of the installed collection by name (aiinfra.datapath.audit), or by path in a checkout
+    playbooks = [f"playbooks/{a.rsplit('.', 1)[1]}.yml" if a.startswith("aiinfra.datapath.") else a
+                 for a in argv if a.startswith(("playbooks/", "aiinfra.datapath."))]
     assert len(playbooks) == 1, line
     playbook = REPO / playbooks[0]
     assert playbook.is_file(), line
@@ -87,9 +136,9 @@ def test_playbook_commands_name_existing_playbooks_and_variables(line: str) -> N
 
 @pytest.mark.parametrize("line", [c for c in _commands() if c.lstrip().startswith("datapath ")])
 def test_datapath_commands_parse_with_the_real_cli(line: str) -> None:
-    argv = shlex.split(line.split(">", 1)[0])
+    argv = shlex.split(line.split(">", 1)[0].split("||", 1)[0])
     args = build_parser().parse_args(argv[1:])
-    assert args.command == "validate" and args.format == "junit"
+    assert args.command == "validate" and args.format in ("junit", "sarif", "json") and args.output
 
 
 def test_audit_junit_report_name_matches_the_audit_role() -> None:
@@ -103,3 +152,11 @@ def test_docs_name_files_that_exist() -> None:
         assert (REPO / path).exists(), path
     for link in re.findall(r"\]\(([\w./-]+\.(?:yml|md))\)", text):
         assert (REPO / "docs" / link).resolve().exists(), link
+
+
+def test_every_warning_check_is_documented() -> None:
+    from aiinfra_datapath_spec.spec_warnings import WARNING_CHECKS
+
+    text = (REPO / "docs" / "pipelines.md").read_text()
+    for name in WARNING_CHECKS:
+        assert f"| `{name}` |" in text, name

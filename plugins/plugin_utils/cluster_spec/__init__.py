@@ -8,6 +8,7 @@ package (the ``datapath`` console script installs it as ``aiinfra_datapath_spec`
 from __future__ import annotations
 
 from ._node import derived
+from ._pydantic import HAS_PYDANTIC, require_pydantic
 from .api import dumps_plan, node_plan, parse_spec, planner, plans, validate_inventory, validate_spec
 from .checks import roce_mtu, roce_tos
 from .errors import SpecError, SpecValidationError, render_errors
@@ -16,7 +17,8 @@ from .plan import Planner, sysctl_scope
 from .schema import json_schema
 
 __all__ = [
-    "DatapathSpec", "Planner", "derived", "SpecError", "SpecValidationError", "dumps_plan", "json_schema", "node_plan",
+    "DatapathSpec", "HAS_PYDANTIC", "Planner",
+    "derived", "SpecError", "SpecValidationError", "dumps_plan", "json_schema", "node_plan",
     "parse_spec", "planner", "plans", "render_errors", "roce_mtu", "roce_tos", "sysctl_scope",
-    "validate_inventory", "validate_spec",
+    "require_pydantic", "validate_inventory", "validate_spec",
 ]

@@ -71,12 +71,16 @@ else:
         PydanticUndefined = object()
 
 
+INSTALL_HINT = ("install pydantic on the controller: aiinfra.datapath validates and plans the cluster spec "
+                "there (the nodes need only Python 3), so the Python that runs ansible-playbook needs the "
+                "package pydantic v2: python3 -m pip install 'pydantic>=2,<3' (or the collection's "
+                "requirements.txt; an execution environment built from execution-environment.yml has it)")
+
+
 class MissingPydantic(ImportError):
     def __init__(self) -> None:
-        super().__init__(
-            "aiinfra.datapath's spec needs the Python package pydantic (v2) on the controller: "
-            f"pip install -r requirements.txt ({PYDANTIC_IMPORT_ERROR})"
-        )
+        import sys
+        super().__init__(f"{INSTALL_HINT}; {sys.executable} could not import it: {PYDANTIC_IMPORT_ERROR}")
 
 
 def require_pydantic() -> None:

@@ -426,16 +426,29 @@ def _layers(spec: DatapathSpec) -> Iterator[tuple[tuple[Any, ...], ProfileBody]]
 
 
 @cross_check("DatapathSpec", "interface-fabric", reads=(
+    "fabrics.*.name", "profiles.<item>.interfaces", "hosts.<item>.interfaces"))
+def check_interface_fabric_defined(spec: DatapathSpec) -> Iterator[Issue]:
+    """An interface's fabric exists (reads only the fabrics' names: a fabric whose MTU or kind is broken
+    still has its name, so this runs in the same run as that error)."""
+    fabrics = {f.name for f in spec.fabrics}
+    for base, body in _layers(spec):
+        for index, iface in enumerate(body.interfaces or []):
+            if iface.fabric not in fabrics:
+                yield Issue((*base, "interfaces", index, "fabric"), f"fabric {iface.fabric!r} is not defined",
+                            f"use one of {sorted(fabrics)} or add it under fabrics")
+
+
+@cross_check("DatapathSpec", "interface-mtu", reads=(
     "fabrics.*.name", "fabrics.*.mtu", "fabrics.*.kind", "profiles.<item>.interfaces", "hosts.<item>.interfaces"))
 def check_interface_fabrics(spec: DatapathSpec) -> Iterator[Issue]:
-    """An interface's fabric exists; its MTU differs from the fabric's only with mtu_override: true."""
+    """An interface's MTU differs from its fabric's only with mtu_override: true, and leaves RoCE room on a
+    RoCE fabric."""
     fabrics = {f.name: f for f in spec.fabrics}
     for base, body in _layers(spec):
         for index, iface in enumerate(body.interfaces or []):
             fabric = fabrics.get(iface.fabric)
             if fabric is None:
-                yield Issue((*base, "interfaces", index, "fabric"), f"fabric {iface.fabric!r} is not defined",
-                            f"use one of {sorted(fabrics)} or add it under fabrics")
+                continue  # interface-fabric says so
             elif iface.mtu is not None and iface.mtu != fabric.mtu and not iface.mtu_override:
                 yield Issue((*base, "interfaces", index, "mtu"),
                             f"MTU {iface.mtu} differs from fabric {fabric.name}'s MTU {fabric.mtu}",

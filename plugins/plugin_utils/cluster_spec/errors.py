@@ -23,6 +23,9 @@ class SpecError:
     message: str
     hint: str = ""
     host: str | None = None
+    file: str | None = None
+    """The file the spec part came from, when the caller located it (``datapath validate``)."""
+    line: int | None = None
 
     def render(self) -> str:
         text = f"{self.path}: {self.message}"
@@ -32,8 +35,13 @@ class SpecError:
             text += f" (host {self.host})"
         return text
 
+    def location(self) -> str:
+        """``file:line`` (or ``file``), empty when not located."""
+        return f"{self.file}:{self.line}" if self.file and self.line else self.file or ""
+
     def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "message": self.message, "hint": self.hint, "host": self.host}
+        return {"path": self.path, "message": self.message, "hint": self.hint, "host": self.host,
+                "file": self.file, "line": self.line}
 
     def __str__(self) -> str:
         return self.render()

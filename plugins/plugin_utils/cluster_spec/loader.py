@@ -31,6 +31,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import sources
+
 try:
     import yaml
     from yaml.events import (
@@ -199,9 +201,10 @@ def _builder() -> str:
     return name
 
 
-def _build(text: str) -> Any:
+def _build(text: str, dups: list[Any] | None = None) -> Any:
     """The document of ``text`` as PyYAML's SafeLoader builds it, from parser events; raises
-    :class:`_Decline` outside the plain subset (see BUILDERS) or on any error."""
+    :class:`_Decline` outside the plain subset (see BUILDERS) or on any error. Keys given twice in
+    one mapping are appended to ``dups`` (when given); the last value wins, as in PyYAML."""
     loader = _SafeLoader(text)
     # A plain scalar is resolved as the loader resolves it (YAML 1.1 implicit types); only those
     # whose first character starts an implicit type need it, and each distinct one is built once.
@@ -250,6 +253,8 @@ def _build(text: str) -> Any:
                 if not is_map:
                     cur.append(value)
                 elif key is miss:
+                    if dups is not None and value in cur:
+                        dups.append(value)  # a duplicate key: the caller notes where (sources.py)
                     key = value
                 else:
                     cur[key] = value
@@ -292,8 +297,12 @@ def load_yaml_text(text: str, name: str = "<input>") -> Any:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise LoadError(f"{name}: larger than {MAX_BYTES} bytes")
     if _builder() == "events":
+        dups: list[Any] | None = [] if sources.active() else None
         with contextlib.suppress(_Decline):
-            return _build(text)
+            data = _build(text, dups)
+            if dups:
+                sources.note_duplicates(text, name)
+            return data
     return _load_pyyaml(text, name)
 
 
@@ -311,6 +320,7 @@ def _load_pyyaml(text: str, name: str) -> Any:
     except (ValueError, TypeError, OverflowError) as exc:
         raise LoadError(f"{name}: cannot be loaded: {type(exc).__name__}") from None
     _expanded_size(data)
+    sources.note_duplicates(text, name)  # only while a caller collects (datapath validate)
     return data
 
 
@@ -778,7 +788,8 @@ def _captured_warnings(out: list[tuple[str, BaseException | None]]) -> Iterator[
     display = Display()
 
     def warning(msg: str, *args: Any, **kwargs: Any) -> None:
-        out.append((str(msg), None))
+        if not sources.from_ansible_warning(str(msg), kwargs.get("obj")):  # a duplicate key: a warning of ours
+            out.append((str(msg), None))
 
     def error_as_warning(msg: str | None, exception: BaseException, *args: Any, **kwargs: Any) -> None:
         out.append((str(msg or ""), exception))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._pydantic import BaseModel, ValidationError
@@ -174,10 +175,33 @@ def _targets(doc: dict[str, Any], exc: ValidationError, pruned: _Pruned,
     return remove, broken, patches
 
 
+@dataclass
+class Partial:
+    """What :func:`partial_check` found: the errors, the model of what is intact, and what is not."""
+
+    errors: list[SpecError]
+    model: DatapathSpec | None
+    """The document without its broken parts (cross-checks not run); None: nothing could be kept."""
+    broken: set[Path] = field(default_factory=set)
+    """Paths of the original document that were removed, patched or are probably misspelt."""
+    pruned: _Pruned | None = None
+
+    def original(self, path: Path) -> Path:
+        """A path of :attr:`model` -> the same place in the original document."""
+        return self.pruned.original(path) if self.pruned is not None else path
+
+
 def partial_errors(doc: dict[str, Any]) -> list[SpecError] | None:
     """Structural errors plus every cross-check on the parts they do not touch (also when only
     cross-checks failed: one failed check hides the checks of the models above it); None when the
     document cannot be pruned into a valid one (the caller's own errors stand)."""
+    found = partial_check(doc)
+    return None if found is None else found.errors
+
+
+def partial_check(doc: dict[str, Any]) -> Partial | None:
+    """:func:`partial_errors`, with the intact model and the broken paths (for the host checks that
+    can still run, api.check_inventory); None as there."""
     removed: set[Path] = set()
     broken: set[Path] = set()
     patches: dict[str, Any] = {}
@@ -194,7 +218,7 @@ def partial_errors(doc: dict[str, Any]) -> list[SpecError] | None:
                 structural = translate(exc, fields_at)
             found = _targets(doc, exc, pruned)
             if found is None or (found[0] <= removed and found[2].items() <= patches.items()):
-                return structural
+                return Partial(structural, None, broken | (found[0] if found else set()))
             removed |= found[0]
             broken |= found[0] | found[1]
             patches.update(found[2])
@@ -213,4 +237,4 @@ def partial_errors(doc: dict[str, Any]) -> list[SpecError] | None:
                     continue
                 message = _reindex(issue.message, pruned) if not path else issue.message
                 out.append(SpecError(join_path(full), message, issue.hint))
-    return out
+    return Partial(out, model, broken, pruned)

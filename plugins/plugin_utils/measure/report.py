@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import findings as F
+from .heatmap_md import heatmap_markdown
 from .results import counter_deltas, join_pair, storage_rows
 from .svg import heatmap
 
@@ -306,7 +307,10 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
         lines += [f"## Fabric {name}", "",
                   f"{fab['pairs']} pair(s), {fab['errors']} error; reference {fab['reference_gbit_s']} Gbit/s "
                   f"(median of the nodes' best pairs), pairs from {fab['min_gbit_s']} to {fab['max_gbit_s']} Gbit/s.",
-                  "", f"![{name} pair matrix]({fab['svg']})", "",
+                  "", *heatmap_markdown(name, report["schedule"]["fabrics"].get(name, {}).get("hosts") or [],
+                                        [p for p in report["pairs"] if p["fabric"] == name],
+                                        fab["reference_gbit_s"]),
+                  "", f"The same matrix as an image: [{name} pair matrix (SVG)]({fab['svg']}), beside this file.", "",
                   "| pair | round | Gbit/s | retransmit share | loss % | p50 ms | p99 ms | status | gates / error |",
                   "|---|---|---|---|---|---|---|---|---|"]
         rows = sorted((p for p in report["pairs"] if p["fabric"] == name),

@@ -52,7 +52,7 @@ def test_validate_invalid_text(bad: str) -> None:
     assert code == 1
     lines = out.splitlines()
     assert ("datapath.fabrics[1].roce.pfc_priorities: RoCE priority 3 has PFC off and ECN off — traffic would be "
-            "lossy; enable PFC on 3 or set ecn: true") in lines
+            f"lossy; enable PFC on 3 or set ecn: true [{bad}:5]") in lines  # each error with its file and line
     assert any(line.startswith("datapath.fabrics[2].colour: unknown key") for line in lines)
     assert any(line.startswith("datapath.fabrics[2].mtu:") for line in lines)
     assert lines[-1] == f"3 error(s) in {bad}"
@@ -62,7 +62,8 @@ def test_validate_json(bad: str) -> None:
     code, out = run("validate", bad, "--format", "json")
     data = json.loads(out)
     assert code == 1 and data["valid"] is False and len(data["errors"]) == 3
-    assert set(data["errors"][0]) == {"path", "message", "hint", "host"}
+    assert set(data["errors"][0]) == {"path", "message", "hint", "host", "file", "line"}
+    assert [(e["file"], e["line"]) for e in data["errors"]] == [(bad, 5), (bad, 6), (bad, 6)]
 
 
 def test_validate_junit(bad: str, good: str) -> None:

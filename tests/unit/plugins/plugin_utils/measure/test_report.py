@@ -95,7 +95,9 @@ def test_markdown_names_the_bottleneck_and_links_the_heatmap() -> None:
     md = out["files"]["measure.md"]
     assert md.startswith("# Data-path measurement\n\nFAILED")
     assert "**Bottlenecks:** node-link node3 rdma" in md
-    assert "![rdma pair matrix](measure-rdma.svg)" in md and "measure-rdma.svg" in out["files"]
+    assert "[rdma pair matrix (SVG)](measure-rdma.svg)" in md and "measure-rdma.svg" in out["files"]
+    assert "![" not in md  # no image a step summary or merge-request comment cannot show (issue 38)
+    assert "| sends \\ receives | `node1` |" in md and "🟥" in md  # the heatmap itself, as a table
     clean = reports(*labs()["clean"].run())["files"]["measure.md"]
     assert "passed" in clean and "No bottleneck" in clean
 
