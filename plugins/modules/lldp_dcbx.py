@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: lldp_dcbx
 short_description: Decode what each RoCE interface hears from its switch port in LLDP/DCBX, without lldpad
-version_added: "0.5.0"
+version_added: "0.4.0"
 description:
   - For each interface, one bounded capture of one inbound LLDP frame
     (C(timeout T tcpdump -c 1 -Q in -nn -e -xx -i IF ether proto 0x88cc)); every interface at the same
@@ -26,6 +26,9 @@ description:
     C(playbooks/verify.yml) and C(playbooks/audit.yml)).
   - An interface on which no frame arrives within O(timeout) is returned with C(heard=false) and the
     reason; that is not an error.
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "tcpdump and coreutils timeout; root or CAP_NET_RAW to capture"
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:

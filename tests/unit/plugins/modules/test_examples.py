@@ -213,7 +213,8 @@ def test_a_colon_space_in_a_plain_scalar_is_caught(tmp_path: Path) -> None:
     # the failure that broke main's CI (plugins/modules/link_mtu.py, an option description)
     broken = tmp_path / "broken.py"
     broken.write_text('DOCUMENTATION = r"""\nmodule: broken\noptions:\n  mtu:\n    description:\n'
-                      '      - A bond member follows its bond, so it keeps\n        that MTU: the kernel refuses another.\n'
+                      '      - A bond member follows its bond, so it keeps\n'
+                      '        that MTU: the kernel refuses another.\n'
                       '    type: int\n"""\n'
                       'RETURN = r"""\n{}\n"""\n')
     errors = yaml_errors(broken)
