@@ -22,8 +22,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.switch_qos import
     load_states,
     qos_consistency,
 )
-
-from .lldp_frames import lldp_frame
+from datapath_lab.lldp import lldp_frame
 
 REPO = Path(__file__).resolve().parents[5]
 FIXTURES = REPO / "tests" / "fixtures" / "switch_qos"
