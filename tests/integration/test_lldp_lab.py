@@ -50,13 +50,17 @@ def heard(lab: LabHandle, *sender: str) -> tuple[dict[str, Any], list[dict[str, 
     node = lab.nodes[0]
     qos = node_plan(SPEC, node, ["all"])["roce_qos"]["interfaces"]
     argv = ["ip", "netns", "exec", lab.lab.sw(FABRIC), os.path.join(VENV_BIN, "python"), "-m", "datapath_lab.lldp",
-            "--ifname", lab.lab.port(node), "--count", "60", "--interval", "0.25", *sender]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            "--ifname", lab.lab.port(node), "--count", "400", "--interval", "0.25", *sender]
+    # bounded (at most 400 frames, 100 s), and stopped as soon as the node has listened
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        play = lab.playbook(PLAYBOOK, extra_vars={"lldp_qos": qos, "lldp_spec": SPEC, "lldp_host": node})
+        play = lab.playbook(PLAYBOOK, extra_vars={"lldp_qos": qos, "lldp_spec": SPEC, "lldp_host": node,
+                                                  "lldp_timeout": 30})
     finally:
-        out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
+        alive = proc.poll() is None
+        proc.terminate()
+        _out, err = proc.communicate(timeout=30)
+    assert alive, f"the sender ended before the node listened: {err}"
     assert play.rc == 0, play.failures()
     (row,) = play.task_results("Listen for one LLDP frame on each RoCE interface")[node]["interfaces"]
     facts = play.task_results("Compare what the switch advertises with the plan")[node]
