@@ -224,16 +224,16 @@ class _Check:
             self.ets(where, first, rec, queue, roce)
 
     @staticmethod
-    def _lossy(cls: int | None, queue: int | None, pfc: Mapping[str, Any] | None,
+    def _lossy(klass: int | None, queue: int | None, pfc: Mapping[str, Any] | None,
                lossless: Mapping[str, Any] | None, word: str) -> str | None:
-        """Why ``cls`` is lossy (with where the state says so), or None when it is lossless (or the state
+        """Why class ``klass`` is lossy (with where the state says so), or None when it is lossless (or the state
         does not say)."""
-        if cls is None:
+        if klass is None:
             return "an unmapped DSCP goes to the default class"
         if pfc is None:
             return None
         classes = [int(c) for c in pfc.get("classes") or []]
-        if cls not in classes:
+        if klass not in classes:
             if not classes:
                 return f"no {word} has PFC ({pfc.get('source')})"
             return f"only {word} {_list(classes)} {'has' if len(classes) == 1 else 'have'} PFC: {pfc.get('source')}"
