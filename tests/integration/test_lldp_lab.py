@@ -37,7 +37,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
         pytest.skip(reason)
     handle = Lab(LAB)
     try:
-        state = handle.up(LabConfig(name=LAB, nodes=1, nvme_size="16M",
+        state = handle.up(LabConfig(name=LAB, nodes=1, nvme_size="64M",
                                     inventory_dir=str(tmp_path_factory.mktemp("lldp-inventory"))),
                           log=lambda *_: None)
         yield LabHandle(handle, state)
