@@ -81,9 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=40)
     parser.add_argument("--interval", type=float, default=0.25)
     args = parser.parse_args(argv)
-    netns = os.readlink("/proc/self/ns/net")
-    if netns == os.readlink("/proc/1/ns/net"):
-        parser.error("refusing to send in the host's own network namespace: run it with ip netns exec LAB-sw-FABRIC")
+    import subprocess
+
+    # only inside a named lab namespace (ip netns exec LAB-sw-FABRIC): `ip netns identify` names it, and is
+    # empty in the host's own namespace
+    name = subprocess.run(["ip", "netns", "identify", str(os.getpid())], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    if "-sw-" not in name:
+        parser.error("refusing to send outside a lab switch namespace: run it with ip netns exec LAB-sw-FABRIC")
     frame = lldp_frame(pfc=args.pfc or (3,), pfc_willing=args.willing, system=args.system, port=args.ifname)
     print(send(args.ifname, frame, args.count, args.interval))
     return 0
