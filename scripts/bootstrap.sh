@@ -27,6 +27,9 @@ APT_PACKAGES=(
   # signed commits in pull mode: git verify-commit and ansible-pull --verify-commit check them with
   # gpg (tests/security make throwaway keys in a temporary GNUPGHOME)
   gnupg git
+  # lldp_dcbx captures one LLDP frame per RoCE interface with tcpdump (inside lab nodes, whose root is
+  # the host's); the lab's switch namespace sends the crafted DCBX frames (tests/integration/test_lldp_lab.py)
+  tcpdump
 )
 
 missing=()

@@ -46,6 +46,7 @@ from ._types import (
     parse_size,
 )
 from .registry import run_checks
+from .roce_presets import apply_preset
 
 Str = Annotated[str, Strict()]
 Bool = Annotated[bool, Strict()]
@@ -130,6 +131,43 @@ class Roce(SpecModel):
     dscp2prio: Annotated[dict[Dscp, Priority], BeforeValidator(_int_keys)] = Field(default_factory=dict)
     """Extra DSCP -> priority entries; the RoCE and CNP entries are always added."""
     ets: RoceEts = Field(default_factory=RoceEts)
+    preset: Literal["nvidia", "sonic"] | None = None
+    """A built-in RoCE preset whose classification matches a switch family's default maps (docs/spec.md
+    "Built-in RoCE presets"): nvidia (NVIDIA Cumulus NVUE RoCE defaults, the values without a preset) or
+    sonic (SONiC's default AZURE maps: DSCP 3, priority 3). Keys given here win over the preset's."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_preset(cls, data: Any) -> Any:
+        return apply_preset(data)
+
+
+SwitchStatePath = Annotated[str, Strict(), Field(
+    pattern=r"^[^\x00-\x1f\x7f]{1,4096}$",
+    description="A file or directory path; a relative path is relative to the inventory directory.")]
+PortPattern = Annotated[str, Strict(), Field(
+    pattern=r"^[A-Za-z0-9_./:*?\[\]-]{1,64}$",
+    description="A switch port name or a shell-style pattern, e.g. Ethernet0, swp1*, Eth1/*.")]
+
+
+class FabricSwitch(SpecModel):
+    """The fabric's switches as their own recorded configuration (no switch login): verify and the audit
+    compare it with the fabric's RoCE settings (qos_consistency; docs/network.md "Host and switch agree")."""
+
+    os: Literal["cumulus-nvue", "sonic", "onyx"]
+    """The switches' network OS: cumulus-nvue, sonic or onyx; selects the parser of state and the default
+    maps `datapath validate` warns about when state is not given."""
+    state: SwitchStatePath | None = None
+    """The switches' recorded configuration: a file (one switch) or a directory with one file per switch
+    (the file name, without its extension, names the switch); relative to the inventory directory. SONiC:
+    config_db.json; cumulus-nvue: the text of `nv show qos roce` (and `nv show interface`); onyx: the text
+    of `show dcb priority-flow-control` (docs/network.md lists what each parser reads). null: only the
+    default-map warning of `datapath validate`."""
+    ports: Annotated[list[PortPattern], Field(max_length=256)] | None = None
+    """The switch ports the fabric's nodes use (names or shell patterns); null: every port of the state."""
+    dcbx: Bool = False
+    """The switch ports send DCBX in LLDP: verify and the audit capture one LLDP frame on each RoCE interface
+    of the fabric (module lldp_dcbx) and compare what the switch advertises with the plan."""
 
 
 class RailSubnet(SpecModel):
@@ -160,6 +198,8 @@ class Fabric(SpecModel):
     subnets; per-rail-subnet, rail i in rails[i].subnet (docs/network.md, "Several NICs on one fabric")."""
     rails: Annotated[list[RailSubnet], Field(max_length=16)] = Field(default_factory=list)
     """per-rail-subnet only: the subnet (and gateway) of rail0, rail1, ... in this order."""
+    switch: FabricSwitch | None = None
+    """The fabric's switches (OS, recorded state, ports, DCBX): host and switch checked against each other."""
 
 
 # --------------------------------------------------------------------------- node settings
@@ -634,6 +674,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
     MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, NicConfig, NicSriov, RailSubnet, RailRouting,
+    FabricSwitch,
 )
 
 
@@ -664,3 +705,4 @@ from . import checks_measure as _checks_measure  # noqa: E402,F401  (registers t
 from . import checks_nic_config as _checks_nic_config  # noqa: E402,F401  (registers the nic_config cross-checks)
 from . import checks_rails as _checks_rails  # noqa: E402,F401  (registers the rail cross-checks)
 from . import checks_security as _checks_security  # noqa: E402,F401  (registers the security cross-checks)
+from . import checks_switch as _checks_switch  # noqa: E402,F401  (registers the switch cross-checks)

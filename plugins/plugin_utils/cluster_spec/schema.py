@@ -43,7 +43,7 @@ from ._types import (
     _rel_path,
     parse_size,
 )
-from .models import DatapathSpec, SysctlSetting, _int_keys, _no_bool, _sysctl_shorthand, _sysctl_value
+from .models import DatapathSpec, Roce, SysctlSetting, _int_keys, _no_bool, _sysctl_shorthand, _sysctl_value
 
 try:
     from ._types import _check_label_key
@@ -163,6 +163,8 @@ BEFORE: dict[Callable[..., Any], Callable[[Fragment], Fragment]] = {
     _int_keys: _same,  # the integer keys are constrained by INT_KEYS (dict_schema)
     _no_bool: _same,  # JSON Schema keeps booleans apart from integers already (const 1 rejects true)
 }
+# roce.preset fills only keys that are absent, and every key of Roce is optional: the raw block has Roce's schema
+BEFORE[getattr(Roce, "_fill_preset")] = _same  # noqa: B009  (the bound classmethod pydantic calls)
 if _check_label_key is not None:
     BEFORE[_check_label_key] = _extend(LABEL_KEY_EXTRA)
 

@@ -390,3 +390,5 @@ def check_sysctl_keys(ctx: WarningContext) -> Iterator[SpecWarning]:
 
 __all__ = ["SpecWarning", "WARNING_CHECKS", "WarningCheck", "WarningContext", "accepts_bool", "run_warnings",
            "warning_check"]
+
+from . import warnings_qos as _warnings_qos  # noqa: E402,F401  (registers the QoS warnings, issue 40)

@@ -247,6 +247,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
     ("nic-config-fabric", lambda s: prof(s).update(nic_config=[
         {"psid": "MT_0000000838", "ats": False}, {"psid": "mt_0000000838", "ats": True}]),
      "datapath.profiles[0].nic_config[1]", "entry 1 matches the same NICs as entry 0"),
+    ("switch-dcbx-roce", lambda s: s["fabrics"][0].update(switch={"os": "sonic", "dcbx": True}),
+     "datapath.fabrics[0].switch.dcbx", "DCBX is compared with the RoCE settings, but the fabric is of kind"),
 ]
 
 

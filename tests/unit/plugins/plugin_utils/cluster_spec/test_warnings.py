@@ -117,11 +117,18 @@ def _bool_word(tmp: Path) -> tuple[Path, str, str]:
         "yes is read as the boolean true (YAML 1.1)"
 
 
+def _switch_default_lossy(tmp: Path) -> tuple[Path, str, str]:
+    spec = SPEC.replace("subnets: [10.100.0.0/20]}", "subnets: [10.100.0.0/20],\n       switch: {os: sonic}}")
+    return inventory(tmp, spec), "datapath.fabrics[1].switch.os", \
+        "DSCP 26 (the default roce.dscp) -> TC 1 (lossy) in sonic's default maps (DSCP_TO_TC_MAP|AZURE)"
+
+
 CASES = [
     ("profile-matches-no-host", _profile_group), ("profile-matches-no-host", _profile_groups_list),
     ("host-override-unknown", _host_override), ("model-target-unknown", _model_group),
     ("address-outside-fabric", _address_unknown_fabric), ("address-outside-fabric", _address_outside),
     ("yaml-duplicate-key", _duplicate), ("sysctl-key-unknown", _sysctl_typo), ("yaml-boolean-word", _bool_word),
+    ("switch-default-map-lossy", _switch_default_lossy),
 ]
 
 
