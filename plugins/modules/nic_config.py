@@ -35,6 +35,10 @@ description:
     (as C(setpci) does). That is not a firmware setting - it takes effect at once, needs no reboot, and a
     reset or boot sets it back, so a run after a boot sets it again.
   - A node without such NICs, or whose NICs no entry names, has nothing to do (no tool needed).
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "mlxconfig (NVIDIA MFT) or mstconfig (mstflint) to read and set the NV configuration"
+  - "mlxfwreset or mstfwreset, only with firmware_reset"
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:

@@ -31,6 +31,9 @@ description:
     touched, even when the plan lists it as a rail; nor is anything outside the listed rails.
   - Tables and rules are persisted through the node's network configuration backend, the backends
     M(aiinfra.datapath.link_mtu) writes to; the network service is never restarted.
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ip from iproute2 with JSON output (ip -j)"
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:

@@ -314,7 +314,9 @@ def test_legs_run_every_rail_of_a_pair_at_once_with_each_nics_bytes(run_module, 
     no_tools(monkeypatch)
     port = free_port()
     legs = [{"rail": 0, "address": LOOP, "port": port}, {"rail": 1, "address": "127.0.0.2", "port": port + 2}]
-    server, result = with_server(loop_args(port, legs=legs), lambda: run_module(net_probe.main, loop_args(
+    # each server leg serves only its rail's client address (its peer; rail0's is the pair's peer)
+    served = [dict(leg, peer=leg["address"]) for leg in legs]
+    server, result = with_server(loop_args(port, legs=served), lambda: run_module(net_probe.main, loop_args(
         port, role="client", source=LOOP, legs=[dict(leg, source=leg["address"], interface="lo") for leg in legs])))
     client, host = result["probe"], server["probe"]
     for side in (client, host):
