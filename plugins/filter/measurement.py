@@ -81,6 +81,8 @@ def measure_report(hostvars: Any, hosts: Any, schedule: Any, reached: Any = None
             "cache_unmounted": (_registered(_get(hv, f"{prefix}_cache_state")) or {}).get("stdout") == "unmounted",
             "counters_before": _registered(_get(hv, f"{prefix}_counters_before")),
             "counters_after": _registered(_get(hv, f"{prefix}_counters_after")),
+            "sweep_net": _plain(_get(hv, f"{prefix}_sweep_net")) or [],
+            "sweep_storage": _registered(_get(hv, f"{prefix}_sweep_storage_result")),
         }
     try:
         return _report.reports(_plain(schedule), data, None if generated_at is None else str(generated_at),

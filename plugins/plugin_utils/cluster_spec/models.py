@@ -507,6 +507,30 @@ class MeasureStorage(SpecModel):
     """A model version of the spec (name@version) to load cold from the cache on the nodes that hold it."""
 
 
+class MeasureSaturation(SpecModel):
+    """Saturation sweeps (docs/measure.md#saturation): each fabric's pairs at 1, 2, 4 ... max_streams TCP
+    streams; each storage target's 4 KiB random reads at queue depth 1 ... max_queue_depth and sequential
+    reads at block sizes min_block_kib ... max_block_kib. The knee is the load before the first doubling
+    that gains less than knee_share."""
+
+    enabled: Bool = False
+    """Run the sweeps (they multiply the run's time; the role's measure_saturation replaces this for one run)."""
+    max_streams: Annotated[int, Strict(), Field(ge=1, le=64)] = 16
+    """Top of the streams sweep (1, 2, 4 ... up to it)."""
+    step_duration: Annotated[float, Strict(), Field(ge=0.5, le=300, allow_inf_nan=False)] = 3.0
+    """Seconds of load per pair and stream count."""
+    max_queue_depth: Annotated[int, Strict(), Field(ge=1, le=256)] = 256
+    """Top of the queue-depth sweep (1, 2, 4 ... up to it)."""
+    random_seconds: Annotated[float, Strict(), Field(gt=0, le=300, allow_inf_nan=False)] = 2.0
+    """Seconds of random reads per queue depth."""
+    min_block_kib: Annotated[int, Strict(), Field(ge=4, le=65536, multiple_of=4)] = 4
+    """Smallest block of the block-size sweep, KiB."""
+    max_block_kib: Annotated[int, Strict(), Field(ge=4, le=65536, multiple_of=4)] = 4096
+    """Largest block of the block-size sweep, KiB (doubling from min_block_kib)."""
+    knee_share: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] = 0.05
+    """A doubling that gains less than this share of the figure is past the knee (0.05 = 5 %)."""
+
+
 class Measure(SpecModel):
     """Measurement of the data path (playbooks/measure.yml, docs/measure.md): pairs, probes and gates."""
 
@@ -529,6 +553,8 @@ class Measure(SpecModel):
     """Fabrics to measure; null: every fabric with subnets except the management ones."""
     storage: MeasureStorage = Field(default_factory=MeasureStorage)
     gates: MeasureGates = Field(default_factory=MeasureGates)
+    saturation: MeasureSaturation = Field(default_factory=MeasureSaturation)
+    """Saturation sweeps with knee detection (off unless enabled)."""
 
 
 class DatapathSpec(SpecModel):
@@ -554,7 +580,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     DatapathSpec, Fabric, Roce, RoceCnp, RoceEts, Profile, ProfileBody, NodeHardware, SysctlSetting,
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
-    MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate,
+    MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, MeasureSaturation,
 )
 
 

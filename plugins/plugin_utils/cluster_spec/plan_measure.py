@@ -111,7 +111,23 @@ def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) ->
                     for name in measured_fabrics(spec)],
         "storage": storage,
         "gates": gates_of(spec),
+        "saturation": saturation_of(spec),
     }
+
+
+def _doublings(low: int, high: int) -> list[int]:
+    out = [low]
+    while out[-1] * 2 <= high:
+        out.append(out[-1] * 2)
+    return out if out[-1] == high else [*out, high]
+
+
+def saturation_of(spec: DatapathSpec) -> dict[str, Any]:
+    """The saturation settings with the loads of each sweep spelled out (1, 2, 4 ... up to each top)."""
+    sat = spec.measure.saturation
+    return {**sat.model_dump(mode="json"), "streams": _doublings(1, sat.max_streams),
+            "queue_depths": _doublings(1, sat.max_queue_depth),
+            "block_sizes_kib": _doublings(sat.min_block_kib, max(sat.min_block_kib, sat.max_block_kib))}
 
 
 def measure_part(template: Mapping[str, Any], facts: Mapping[str, Any] | None) -> dict[str, Any]:

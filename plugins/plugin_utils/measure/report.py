@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import findings as F
+from . import saturation as S
 from .results import counter_deltas, join_pair, storage_rows
 from .svg import heatmap
 
@@ -142,8 +143,10 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
             findings.append(F.finding("probe-error", host, f"{host} was unreachable or failed before the probes ran",
                                       "fix the connection (ansible -m ping) and rerun", {}, probe="network"))
     findings.sort(key=sort_key)
-    return _document(schedule, settings, gates, order, hosts, pairs, fabrics, storage, counters, paths, findings,
-                     generated_at, options)
+    doc = _document(schedule, settings, gates, order, hosts, pairs, fabrics, storage, counters, paths, findings,
+                    generated_at, options)
+    doc["saturation"] = S.sweeps(schedule, hosts, order, _m(settings.get("saturation")).get("knee_share"))
+    return doc
 
 
 def _host_status(host: str, findings: Sequence[Mapping[str, Any]], data: Mapping[str, Any]) -> dict[str, Any]:
@@ -335,6 +338,7 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
                     host, ifname, r.get("fabric"), "yes" if r["supported"] else f"no: {r['reason']}",
                     deltas or None)) + " |")
         lines.append("")
+    lines += S.markdown(report.get("saturation"), max_rows)
     return "\n".join(lines) + "\n"
 
 
@@ -348,5 +352,6 @@ def reports(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]],
     for name, fab in report["fabrics"].items():
         files[fab["svg"]] = heatmap(name, report["schedule"]["fabrics"].get(name, {}).get("hosts") or [],
                                     [p for p in report["pairs"] if p["fabric"] == name], fab["reference_gbit_s"])
+    files.update(S.svgs(report.get("saturation")))
     return {"files": files, "failed": report["failed"], "failures": report["failures"],
             "summary": report["summary"], "hosts": report["hosts"]}

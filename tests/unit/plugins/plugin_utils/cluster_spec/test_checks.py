@@ -190,6 +190,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
     ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
         "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),
      "datapath.measure.gates.outlier_ratio", "outlier_ratio is 0 and no gate is set"),
+    ("measure-saturation-blocks", lambda s: s.update(measure={"saturation": {"min_block_kib": 64, "max_block_kib": 8}}),
+     "datapath.measure.saturation.max_block_kib", "max_block_kib 8 is below min_block_kib 64"),
 ]
 
 
