@@ -4,7 +4,9 @@
   same run; the streams sweep puts node3's knee at about 2 Gbit/s (the healthy nodes' far above), the
   queue-depth sweep node2's device knee at about 2,000 IOPS (the others' far above);
 * two faults at once: a rate limit on node2's rdma port and 1 % loss on node3's at the same time:
-  node2 is named node-link, node3 lossy-port, and no third node is named.
+  node2 is named node-link, node3 lossy-port, and no third node is named;
+* baselines: record, 5 unchanged compare runs without a finding, then a shaped port named with its
+  figure and both values.
 
 Small sizes (a 256 MiB NVMe, 1 s steps); run under ``flock /tmp/datapath-lab.lock``.
 """
@@ -81,9 +83,9 @@ def dp41(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabHandle]:
         lab.down(log=lambda *_: None)
 
 
-def measure(lab: LabHandle, report_dir: Path, **spec: Any) -> dict[str, Any]:
-    result = lab.playbook(MEASURE, extra_vars={"datapath": lab_spec(lab.state["inventory_dir"], **spec),
-                                               "measure_report_dir": str(report_dir), **RUN_VARS})
+def measure(lab: LabHandle, report_dir: Path, spec: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    result = lab.playbook(MEASURE, extra_vars={"datapath": lab_spec(lab.state["inventory_dir"], **(spec or {})),
+                                               "measure_report_dir": str(report_dir), **RUN_VARS, **extra})
     assert (report_dir / "measure.json").exists(), result.stdout[-4000:] + result.stderr[-2000:]
     report = json.loads((report_dir / "measure.json").read_text())
     with open(SCHEMA) as handle:
@@ -95,7 +97,7 @@ def test_saturation_knees_at_the_shaped_rate_and_the_throttled_iops(dp41: LabHan
     lab_cli("impair", "node3", FABRIC, "--rate", "2gbit")
     lab_cli("impair", "node2", "nvme", "--read-iops", "2000")
     try:
-        report = measure(dp41, tmp_path, saturation=SATURATION)
+        report = measure(dp41, tmp_path, {"saturation": SATURATION})
     finally:
         lab_cli("impair", "node3", FABRIC, "--clear")
         lab_cli("impair", "node2", "nvme", "--clear")
@@ -132,3 +134,31 @@ def test_two_faults_at_once_are_each_named_with_their_own_kind(dp41: LabHandle, 
     assert ("node-link", "node2") in named and ("lossy-port", "node3") in named, json.dumps(report["findings"])[:4000]
     assert {h for _k, h in named} == {"node2", "node3"}, named
     assert {f["host"] for f in report["findings"] if f["severity"] == "error"} <= {"node2", "node3"}
+
+
+def test_baseline_record_then_unchanged_compares_pass_and_a_shaped_port_is_named(dp41: LabHandle,
+                                                                                  tmp_path: Path) -> None:
+    """record twice, compare 5 times unchanged (no finding), then shape node4's port to a fifth of its
+    baseline rate: node4 and rdma.best_gbit_s are named with both values. The lab's veth rates swing with
+    the shared CPUs, so the lab runs with a 50 % tolerance and without storage."""
+    base_dir = tmp_path / "baseline"
+    extra = {"measure_baseline_dir": str(base_dir), "measure_storage": False, "measure_baseline_tolerance": 0.5}
+    for i in range(2):
+        measure(dp41, tmp_path / f"record{i}", measure_baseline="record", **extra)
+    doc = json.loads((base_dir / "node4.json").read_text())
+    assert len(doc["runs"]) == 2 and doc["kernel"] == [os.uname().release]
+    baseline = doc["figures"][f"{FABRIC}.best_gbit_s"]["value"]
+    for i in range(5):
+        report = measure(dp41, tmp_path / f"compare{i}", measure_baseline="compare", **extra)
+        assert report["baseline"]["mode"] == "compare"
+        assert not [f for f in report["findings"] if f["kind"].startswith("baseline")], report["findings"]
+    lab_cli("impair", "node4", FABRIC, "--rate", f"{max(50, int(baseline * 1000 * 0.2))}mbit")
+    try:
+        report = measure(dp41, tmp_path / "shaped", measure_baseline="compare", **extra)
+    finally:
+        lab_cli("impair", "node4", FABRIC, "--clear")
+    regressions = [f for f in report["findings"] if f["kind"] == "baseline-regression"]
+    print("baseline:", baseline, [(f["host"], f["evidence"]["figure"], f["evidence"]["value"]) for f in regressions])
+    assert {(f["host"], f["evidence"]["figure"]) for f in regressions} == {("node4", f"{FABRIC}.best_gbit_s")}
+    ev = regressions[0]["evidence"]
+    assert ev["baseline"] == baseline and ev["value"] < baseline * 0.5 and ev["changed"] == {}

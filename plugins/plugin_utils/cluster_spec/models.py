@@ -531,6 +531,16 @@ class MeasureSaturation(SpecModel):
     """A doubling that gains less than this share of the figure is past the knee (0.05 = 5 %)."""
 
 
+class MeasureBaseline(SpecModel):
+    """Baselines per node class (docs/measure.md#baselines): measure.yml -e measure_baseline=record adds a run
+    to each class's baseline, -e measure_baseline=compare fails a node whose figure regressed."""
+
+    runs: Annotated[int, Strict(), Field(ge=1, le=50)] = 3
+    """Runs kept per class: the baseline of a figure is their median (record k times on known-good nodes)."""
+    tolerance: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] = 0.1
+    """A figure below baseline x (1 - tolerance) is a regression (0.1 = 10 %)."""
+
+
 class Measure(SpecModel):
     """Measurement of the data path (playbooks/measure.yml, docs/measure.md): pairs, probes and gates."""
 
@@ -555,6 +565,8 @@ class Measure(SpecModel):
     gates: MeasureGates = Field(default_factory=MeasureGates)
     saturation: MeasureSaturation = Field(default_factory=MeasureSaturation)
     """Saturation sweeps with knee detection (off unless enabled)."""
+    baseline: MeasureBaseline = Field(default_factory=MeasureBaseline)
+    """How baselines are kept and compared (the role's measure_baseline picks record or compare)."""
 
 
 class DatapathSpec(SpecModel):
@@ -581,6 +593,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
     MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, MeasureSaturation,
+    MeasureBaseline,
 )
 
 

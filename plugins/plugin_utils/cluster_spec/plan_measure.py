@@ -112,6 +112,7 @@ def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) ->
         "storage": storage,
         "gates": gates_of(spec),
         "saturation": saturation_of(spec),
+        "baseline": spec.measure.baseline.model_dump(mode="json"),
     }
 
 

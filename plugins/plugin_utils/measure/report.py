@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import baseline as B
 from . import findings as F
 from . import saturation as S
 from .results import counter_deltas, join_pair, storage_rows
@@ -74,7 +75,8 @@ def _iface_fabrics(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]], generated_at: str | None = None,
-                 options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 options: Mapping[str, Any] | None = None,
+                 baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     settings = _settings(hosts)
     gates = _m(settings.get("gates"))
     ratio = float(gates.get("outlier_ratio") or 0)
@@ -142,10 +144,25 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
         if not _m(hosts.get(host)).get("reached", True):
             findings.append(F.finding("probe-error", host, f"{host} was unreachable or failed before the probes ran",
                                       "fix the connection (ansible -m ping) and rerun", {}, probe="network"))
+    sat = S.sweeps(schedule, hosts, order, _m(settings.get("saturation")).get("knee_share"))
+    base = _m(baseline)
+    base_part = None
+    if base.get("mode") in ("record", "compare"):
+        figures = {"fabrics": fabrics, "storage": storage, "saturation": sat, "generated_at": generated_at}
+        info = {h: v for h, v in _m(base.get("info")).items() if h in order and _m(hosts.get(h)).get("reached", True)}
+        if base["mode"] == "compare":
+            findings += B.compare(figures, info, _m(base.get("existing")), float(base.get("tolerance")
+                                                                                  or B.DEFAULT_TOLERANCE))
+            base_part = {"mode": "compare", "tolerance": float(base.get("tolerance") or B.DEFAULT_TOLERANCE),
+                         "classes": sorted(B.classes(info)), "documents": {}}
+        else:
+            docs = B.record(figures, info, _m(base.get("existing")), int(base.get("runs") or B.DEFAULT_RUNS))
+            base_part = {"mode": "record", "tolerance": None, "classes": sorted(docs), "documents": docs}
     findings.sort(key=sort_key)
     doc = _document(schedule, settings, gates, order, hosts, pairs, fabrics, storage, counters, paths, findings,
                     generated_at, options)
-    doc["saturation"] = S.sweeps(schedule, hosts, order, _m(settings.get("saturation")).get("knee_share"))
+    doc["saturation"] = sat
+    doc["baseline"] = base_part
     return doc
 
 
@@ -339,19 +356,34 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
                     deltas or None)) + " |")
         lines.append("")
     lines += S.markdown(report.get("saturation"), max_rows)
+    base = report.get("baseline")
+    if base:
+        lines += ["## Baseline", ""]
+        if base["mode"] == "record":
+            lines += [f"Recorded: class {cls}, {len(doc['runs'])} run(s) kept, {len(doc['figures'])} figure(s) "
+                      "(median of the runs)." for cls, doc in base["documents"].items()]
+        else:
+            regressions = [f for f in report["findings"] if f["kind"] == "baseline-regression"]
+            lines.append(f"Compared with the baselines of {len(base['classes'])} class(es), tolerance "
+                         f"{base['tolerance'] * 100:g} %: {len(regressions)} regression(s).")
+            for f in regressions[:max_rows]:
+                lines.append(f"- {f['host']}: {f['reason']}")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def reports(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]], generated_at: str | None = None,
-            options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            options: Mapping[str, Any] | None = None, baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{files: {name: text}, failed, failures, summary, hosts}``: measure.json, measure.md, measure.xml and
     one measure-FABRIC.svg per fabric."""
-    report = build_report(schedule, hosts, generated_at, options)
+    report = build_report(schedule, hosts, generated_at, options, baseline)
     files = {"measure.json": render_json(report), "measure.md": render_markdown(report),
              "measure.xml": render_junit(report)}
     for name, fab in report["fabrics"].items():
         files[fab["svg"]] = heatmap(name, report["schedule"]["fabrics"].get(name, {}).get("hosts") or [],
                                     [p for p in report["pairs"] if p["fabric"] == name], fab["reference_gbit_s"])
     files.update(S.svgs(report.get("saturation")))
-    return {"files": files, "failed": report["failed"], "failures": report["failures"],
+    recorded = _m(report.get("baseline")).get("documents") or {}
+    return {"baseline_files": {f"{cls}.json": render_json(doc) for cls, doc in sorted(recorded.items())},
+            "files": files, "failed": report["failed"], "failures": report["failures"],
             "summary": report["summary"], "hosts": report["hosts"]}
