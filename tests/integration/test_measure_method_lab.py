@@ -162,3 +162,22 @@ def test_baseline_record_then_unchanged_compares_pass_and_a_shaped_port_is_named
     assert {(f["host"], f["evidence"]["figure"]) for f in regressions} == {("node4", f"{FABRIC}.best_gbit_s")}
     ev = regressions[0]["evidence"]
     assert ev["baseline"] == baseline and ev["value"] < baseline * 0.5 and ev["changed"] == {}
+
+
+def test_checkpoint_burst_names_the_write_throttled_node_as_the_slowest_writer(dp41: LabHandle,
+                                                                               tmp_path: Path) -> None:
+    lab_cli("impair", "node2", "nvme", "--write-bps", "4M")
+    try:
+        report = measure(dp41, tmp_path, {"checkpoint": {"enabled": True, "writers": 2, "size": "24MiB",
+                                                          "direct": True}})
+    finally:
+        lab_cli("impair", "node2", "nvme", "--clear")
+    part = report["checkpoint"]
+    print("checkpoint:", json.dumps(part, indent=1)[:3000])
+    assert [r["host"] for r in part["hosts"]] == list(NODES)
+    assert all(r["ok"] and r["verified"] and r["removed"] for r in part["hosts"]), part["hosts"]
+    assert part["slowest"]["host"] == "node2" and part["longest"]["host"] == "node2"
+    assert ("slow-writer", "node2") in {(f["kind"], f["host"]) for f in report["findings"]}
+    for node in NODES:  # the burst's own directory is gone
+        out = dp41.sh(node, "ls -A /mnt/model-cache/.aiinfra-measure/ 2>/dev/null || true").stdout.split()
+        assert "checkpoint" not in out, (node, out)

@@ -541,6 +541,25 @@ class MeasureBaseline(SpecModel):
     """A figure below baseline x (1 - tolerance) is a regression (0.1 = 10 %)."""
 
 
+class MeasureCheckpoint(SpecModel):
+    """The checkpoint burst (docs/measure.md#checkpoint-burst): writers on the cache filesystem write a
+    checkpoint with fsync, its pages are dropped per file, it is read back; a reader runs meanwhile."""
+
+    enabled: Bool = False
+    """Run the burst (the role's measure_checkpoint replaces this for one run)."""
+    writers: Annotated[int, Strict(), Field(ge=1, le=64)] = 4
+    """Writer processes, one file each (the ranks of a job saving a checkpoint)."""
+    size: Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str), Strict(),
+                    Field(ge=1024 * 1024, le=2**44)] = 1024 * 1024 * 1024
+    """Bytes of the whole checkpoint (bytes or '4GiB'), split evenly over the writers."""
+    direct: Bool = False
+    """Write with O_DIRECT (else through the page cache, then fsync)."""
+    max_free_share: Annotated[float, Strict(), Field(gt=0, le=0.9, allow_inf_nan=False)] = 0.2
+    """The burst is refused when it would take more than this share of the cache's free space."""
+    directory: RelPath = ".aiinfra-measure/checkpoint"
+    """The burst's own directory, relative to the cache mount: created for the burst, removed afterwards."""
+
+
 class Measure(SpecModel):
     """Measurement of the data path (playbooks/measure.yml, docs/measure.md): pairs, probes and gates."""
 
@@ -567,6 +586,8 @@ class Measure(SpecModel):
     """Saturation sweeps with knee detection (off unless enabled)."""
     baseline: MeasureBaseline = Field(default_factory=MeasureBaseline)
     """How baselines are kept and compared (the role's measure_baseline picks record or compare)."""
+    checkpoint: MeasureCheckpoint = Field(default_factory=MeasureCheckpoint)
+    """The checkpoint burst on the cache filesystem (off unless enabled)."""
 
 
 class DatapathSpec(SpecModel):
@@ -593,7 +614,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
     MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, MeasureSaturation,
-    MeasureBaseline,
+    MeasureBaseline, MeasureCheckpoint,
 )
 
 

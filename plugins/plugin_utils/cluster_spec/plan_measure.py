@@ -113,6 +113,9 @@ def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) ->
         "gates": gates_of(spec),
         "saturation": saturation_of(spec),
         "baseline": spec.measure.baseline.model_dump(mode="json"),
+        # the checkpoint burst runs on the cache filesystem: none without one
+        "checkpoint": {**m.checkpoint.model_dump(mode="json"),
+                       "directory": posixpath.join(storage["mount"], m.checkpoint.directory)} if storage else None,
     }
 
 

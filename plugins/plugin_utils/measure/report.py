@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import baseline as B
+from . import checkpoint as C
 from . import findings as F
 from . import saturation as S
 from .results import counter_deltas, join_pair, storage_rows
@@ -145,6 +146,8 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
             findings.append(F.finding("probe-error", host, f"{host} was unreachable or failed before the probes ran",
                                       "fix the connection (ansible -m ping) and rerun", {}, probe="network"))
     sat = S.sweeps(schedule, hosts, order, _m(settings.get("saturation")).get("knee_share"))
+    ckpt, found_ckpt = C.summary(C.rows(hosts, order), ratio)
+    findings += found_ckpt
     base = _m(baseline)
     base_part = None
     if base.get("mode") in ("record", "compare"):
@@ -162,6 +165,7 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
     doc = _document(schedule, settings, gates, order, hosts, pairs, fabrics, storage, counters, paths, findings,
                     generated_at, options)
     doc["saturation"] = sat
+    doc["checkpoint"] = ckpt
     doc["baseline"] = base_part
     return doc
 
@@ -356,6 +360,7 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
                     deltas or None)) + " |")
         lines.append("")
     lines += S.markdown(report.get("saturation"), max_rows)
+    lines += C.markdown(report.get("checkpoint"))
     base = report.get("baseline")
     if base:
         lines += ["## Baseline", ""]
