@@ -89,6 +89,7 @@ def measure_report(hostvars: Any, hosts: Any, schedule: Any, reached: Any = None
             "sweep_net": _plain(_get(hv, f"{prefix}_sweep_net")) or [],
             "sweep_storage": _registered(_get(hv, f"{prefix}_sweep_storage_result")),
             "checkpoint": _registered(_get(hv, f"{prefix}_checkpoint_result")),
+            "metadata": _registered(_get(hv, f"{prefix}_metadata_result")),
         }
     base = _baseline_input(hostvars, order, plan_var, prefix, baseline)
     try:

@@ -560,6 +560,36 @@ class MeasureCheckpoint(SpecModel):
     """The burst's own directory, relative to the cache mount: created for the burst, removed afterwards."""
 
 
+class MeasureFileSet(SpecModel):
+    """One set of small files: N files of one size."""
+
+    name: DnsName
+    """The set's name in the reports."""
+    files: Annotated[int, Strict(), Field(ge=1, le=1000000)]
+    """Number of files."""
+    size: Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str), Strict(),
+                    Field(ge=0, le=2**30)]
+    """Bytes per file (bytes or '4KiB')."""
+
+
+class MeasureSmallFiles(SpecModel):
+    """Small files and metadata (docs/measure.md#small-files-and-metadata): create, stat, read and unlink
+    N files per set in a tree on the cache; operations per second and latency percentiles."""
+
+    enabled: Bool = False
+    """Run the probe (the role's measure_small_files replaces this for one run)."""
+    sets: Annotated[list[MeasureFileSet], Field(min_length=1, max_length=16)] = Field(default_factory=lambda: [
+        MeasureFileSet(name="shards", files=64, size=4 * 1024 * 1024),
+        MeasureFileSet(name="dataset", files=2000, size=4096)])
+    """The sets; default a model's shard set (64 x 4 MiB) and a dataset of small files (2,000 x 4 KiB)."""
+    width: Annotated[int, Strict(), Field(ge=1, le=4096)] = 64
+    """Directories the files are spread over."""
+    max_free_share: Annotated[float, Strict(), Field(gt=0, le=0.9, allow_inf_nan=False)] = 0.2
+    """A set is refused when it would take more than this share of the cache's free space."""
+    directory: RelPath = ".aiinfra-measure/metadata"
+    """The probe's own directory, relative to the cache mount: created for the run, removed afterwards."""
+
+
 class Measure(SpecModel):
     """Measurement of the data path (playbooks/measure.yml, docs/measure.md): pairs, probes and gates."""
 
@@ -588,6 +618,8 @@ class Measure(SpecModel):
     """How baselines are kept and compared (the role's measure_baseline picks record or compare)."""
     checkpoint: MeasureCheckpoint = Field(default_factory=MeasureCheckpoint)
     """The checkpoint burst on the cache filesystem (off unless enabled)."""
+    small_files: MeasureSmallFiles = Field(default_factory=MeasureSmallFiles)
+    """Small files and metadata on the cache filesystem (off unless enabled)."""
 
 
 class DatapathSpec(SpecModel):
@@ -614,7 +646,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     HugePages, HugePagePool, HugeMount, Thp, Interface, InterfaceMatch, FirmwarePolicy, Storage,
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
     MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, MeasureSaturation,
-    MeasureBaseline, MeasureCheckpoint,
+    MeasureBaseline, MeasureCheckpoint, MeasureSmallFiles, MeasureFileSet,
 )
 
 

@@ -116,6 +116,8 @@ def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) ->
         # the checkpoint burst runs on the cache filesystem: none without one
         "checkpoint": {**m.checkpoint.model_dump(mode="json"),
                        "directory": posixpath.join(storage["mount"], m.checkpoint.directory)} if storage else None,
+        "small_files": {**m.small_files.model_dump(mode="json"),
+                        "directory": posixpath.join(storage["mount"], m.small_files.directory)} if storage else None,
     }
 
 

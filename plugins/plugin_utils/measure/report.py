@@ -20,6 +20,7 @@ from typing import Any
 from . import baseline as B
 from . import checkpoint as C
 from . import findings as F
+from . import metadata as M
 from . import saturation as S
 from .results import counter_deltas, join_pair, storage_rows
 from .svg import heatmap
@@ -148,6 +149,8 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
     sat = S.sweeps(schedule, hosts, order, _m(settings.get("saturation")).get("knee_share"))
     ckpt, found_ckpt = C.summary(C.rows(hosts, order), ratio)
     findings += found_ckpt
+    meta, found_meta = M.summary(M.rows(hosts, order), ratio)
+    findings += found_meta
     base = _m(baseline)
     base_part = None
     if base.get("mode") in ("record", "compare"):
@@ -166,6 +169,7 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
                     generated_at, options)
     doc["saturation"] = sat
     doc["checkpoint"] = ckpt
+    doc["metadata"] = meta
     doc["baseline"] = base_part
     return doc
 
@@ -361,6 +365,7 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
         lines.append("")
     lines += S.markdown(report.get("saturation"), max_rows)
     lines += C.markdown(report.get("checkpoint"))
+    lines += M.markdown(report.get("metadata"))
     base = report.get("baseline")
     if base:
         lines += ["## Baseline", ""]
