@@ -136,8 +136,8 @@ def test_two_faults_at_once_are_each_named_with_their_own_kind(dp41: LabHandle, 
     assert {f["host"] for f in report["findings"] if f["severity"] == "error"} <= {"node2", "node3"}
 
 
-def test_baseline_record_then_unchanged_compares_pass_and_a_shaped_port_is_named(dp41: LabHandle,
-                                                                                  tmp_path: Path) -> None:
+def test_baseline_record_then_unchanged_compares_pass_and_a_shaped_port_is_named(
+        dp41: LabHandle, tmp_path: Path) -> None:
     """record twice, compare 5 times unchanged (no finding), then shape node4's port to a fifth of its
     baseline rate: node4 and rdma.best_gbit_s are named with both values. The lab's veth rates swing with
     the shared CPUs, so the lab runs with a 50 % tolerance and without storage."""
@@ -168,8 +168,8 @@ def test_checkpoint_burst_names_the_write_throttled_node_as_the_slowest_writer(d
                                                                                tmp_path: Path) -> None:
     lab_cli("impair", "node2", "nvme", "--write-bps", "4M")
     try:
-        report = measure(dp41, tmp_path, {"checkpoint": {"enabled": True, "writers": 2, "size": "24MiB",
-                                                          "direct": True}})
+        burst = {"enabled": True, "writers": 2, "size": "24MiB", "direct": True}
+        report = measure(dp41, tmp_path, {"checkpoint": burst})
     finally:
         lab_cli("impair", "node2", "nvme", "--clear")
     part = report["checkpoint"]

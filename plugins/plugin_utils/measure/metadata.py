@@ -38,8 +38,10 @@ def rows(hosts: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> list[d
     return out
 
 
-def summary(table: Sequence[Mapping[str, Any]], ratio: float) -> tuple[list[Mapping[str, Any]] | None,
-                                                                         list[dict[str, Any]]]:
+Part = list[Mapping[str, Any]]
+
+
+def summary(table: Sequence[Mapping[str, Any]], ratio: float) -> tuple[Part | None, list[dict[str, Any]]]:
     if not table:
         return None, []
     found = [finding("probe-error", r["host"], f"small-file probe on {r['host']} failed: {r['error']}",

@@ -157,8 +157,8 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
         figures = {"fabrics": fabrics, "storage": storage, "saturation": sat, "generated_at": generated_at}
         info = {h: v for h, v in _m(base.get("info")).items() if h in order and _m(hosts.get(h)).get("reached", True)}
         if base["mode"] == "compare":
-            findings += B.compare(figures, info, _m(base.get("existing")), float(base.get("tolerance")
-                                                                                  or B.DEFAULT_TOLERANCE))
+            tolerance = float(base.get("tolerance") or B.DEFAULT_TOLERANCE)
+            findings += B.compare(figures, info, _m(base.get("existing")), tolerance)
             base_part = {"mode": "compare", "tolerance": float(base.get("tolerance") or B.DEFAULT_TOLERANCE),
                          "classes": sorted(B.classes(info)), "documents": {}}
         else:

@@ -155,8 +155,8 @@ def sweeps(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]], 
     if not net and not storage:
         return None
     return {"knee_share": share, "fabrics": net, "storage": storage,
-            "svgs": [svg_name(f"fabric-{name}") for name in net] + ([svg_name("storage-qd"), svg_name("storage-bs")]
-                                                                      if storage else [])}
+            "svgs": [svg_name(f"fabric-{name}") for name in net]
+            + ([svg_name("storage-qd"), svg_name("storage-bs")] if storage else [])}
 
 
 # --------------------------------------------------------------------------- renderers

@@ -105,8 +105,8 @@ def test_a_class_without_baseline_is_a_warning_and_within_tolerance_passes() -> 
 
 
 def test_parse_versions_and_plan_hash() -> None:
-    assert B.parse_versions("6.1.0\nveth0 \nens1 1.2\n") == {"kernel": "6.1.0", "firmware": {"veth0": None,
-                                                                                               "ens1": "1.2"}}
+    firmware = {"veth0": None, "ens1": "1.2"}
+    assert B.parse_versions("6.1.0\nveth0 \nens1 1.2\n") == {"kernel": "6.1.0", "firmware": firmware}
     assert B.parse_versions(None) == {"kernel": None, "firmware": {}}
     assert B.plan_hash({"a": 1, "measure": {"x": 1}}) == B.plan_hash({"a": 1, "measure": {"x": 2}})
     assert B.plan_hash({"a": 1}) != B.plan_hash({"a": 2}) and B.plan_hash(None) is None

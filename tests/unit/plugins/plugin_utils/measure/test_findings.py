@@ -333,6 +333,6 @@ def test_two_faults_at_once_each_named_with_its_own_kind(mode: str, nodes: int, 
     lab.props[shaped].update(rate=2.0, loss=3.0)
     lab.props[lossy].update(share=0.01, loss=1.5)
     rep = report(lab)
-    assert [x for x in named(rep) if x[0] != "gate"] == sorted([("lossy-port", lossy, "rdma"),
-                                                                 ("node-link", shaped, "rdma")])
+    expected = sorted([("lossy-port", lossy, "rdma"), ("node-link", shaped, "rdma")])
+    assert [x for x in named(rep) if x[0] != "gate"] == expected
     assert hosts(rep) == {shaped, lossy}  # no third node named

@@ -37,7 +37,7 @@ def curve(values: list[float | None], xs: list[int] | None = None) -> list[dict[
     ([10, 9, 8, 7, 6], 1, True),            # a loss is a gain below the share
 ])
 def test_knee_is_the_load_before_the_first_small_gain(values: list[float | None], knee_x: int,
-                                                     saturated: bool) -> None:
+                                                      saturated: bool) -> None:
     k = S.knee(curve(values))
     assert (k["knee_x"], k["saturated"]) == (knee_x, saturated)
     assert k["peak"] == max(v for v in values if v is not None)
