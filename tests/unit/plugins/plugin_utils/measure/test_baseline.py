@@ -33,7 +33,7 @@ def run(lab: Lab, mode: str, existing: dict[str, Any], **kw: Any) -> dict[str, A
 
 def recorded(lab: Lab, runs: int = 1) -> dict[str, Any]:
     existing: dict[str, Any] = {}
-    for _ in range(runs):
+    for _run in range(runs):
         out = run(lab, "record", existing)["out"]
         existing = {name[:-5]: json.loads(text) for name, text in out["baseline_files"].items()}
     return existing
@@ -56,7 +56,7 @@ def test_five_unchanged_compare_runs_find_nothing() -> None:
     base = recorded(lab)
     with open(SCHEMA) as handle:
         validator = jsonschema.Draft202012Validator(json.load(handle))
-    for _ in range(5):
+    for _run in range(5):
         result = run(lab, "compare", base)
         validator.validate(result["doc"])
         assert result["doc"]["findings"] == [] and result["doc"]["failed"] is False
