@@ -40,7 +40,7 @@ SCHEMA = os.path.join(REPO, "docs", "schema", "measure.schema.json")
 FABRIC = "rdma"
 NODES = ("node1", "node2", "node3", "node4")
 MEASURE_SPEC = {"mode": "ring", "duration": 2, "streams": 4, "storage": {"test_file_size": "32MiB"}}
-SATURATION = {"enabled": True, "max_streams": 4, "step_duration": 1.5, "max_queue_depth": 8, "random_seconds": 0.5,
+SATURATION = {"enabled": True, "max_streams": 4, "step_duration": 1.5, "max_queue_depth": 32, "random_seconds": 1.0,
               "min_block_kib": 64, "max_block_kib": 1024}
 RUN_VARS = {"measure_storage_seq_bytes": 16 << 20, "measure_storage_random_seconds": 0.5, "measure_wait": 10,
             "measure_fail": False, "measure_path_check": False}
@@ -112,9 +112,10 @@ def test_saturation_knees_at_the_shaped_rate_and_the_throttled_iops(dp41: LabHan
     assert shaped and all(p["saturated"] and p["knee_value"] <= 2.1 for p in shaped), shaped
     device = {r["host"]: r for r in sat["storage"] if r["name"] == "device"}
     qd = device["node2"]["queue_depth"]
-    assert qd["saturated"] and 1500 <= qd["knee_value"] <= 2150 and qd["peak"] <= 2200, qd
+    # blk-throttle dispatches in time slices: a little above 2,000 in a short window, slower at QD 1
+    assert qd["saturated"] and 1500 <= qd["knee_value"] <= 2600 and qd["peak"] <= 2700, qd
     assert all(device[h]["queue_depth"]["peak"] > 3000 for h in ("node1", "node3", "node4")), device
-    assert [pt["x"] for pt in qd["points"]] == [1, 2, 4, 8]
+    assert [pt["x"] for pt in qd["points"]] == [1, 2, 4, 8, 16, 32]
     assert [pt["x"] for pt in device["node1"]["block_size"]["points"]] == [64, 128, 256, 512, 1024]
     for name in sat["svgs"]:
         assert (tmp_path / name).exists()
