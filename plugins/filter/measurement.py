@@ -9,10 +9,13 @@ Documentation: measure_schedule.yml and measure_report.yml next to this file.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.measure import baseline as _baseline
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.measure import report as _report
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.measure import schedule as _schedule
 from ansible_collections.aiinfra.datapath.plugins.plugin_utils.plain import plain as _plain
@@ -64,8 +67,10 @@ def measure_schedule(hostvars: Any, hosts: Any, forks: Any = None, plan_var: str
 
 
 def measure_report(hostvars: Any, hosts: Any, schedule: Any, reached: Any = None, generated_at: Any = None,
-                   plan_var: str = "datapath_plan", prefix: str = "measure", options: Any = None) -> dict[str, Any]:
-    """The report files and the verdict from every host's registered probe results."""
+                   plan_var: str = "datapath_plan", prefix: str = "measure", options: Any = None,
+                   baseline: Any = None) -> dict[str, Any]:
+    """The report files and the verdict from every host's registered probe results; with ``baseline``
+    (``{mode: record | compare, dir, tolerance, runs}``) also the baselines' comparison or new documents."""
     order = _hosts(hosts, "measure_report")
     if not isinstance(schedule, Mapping):
         raise AnsibleFilterError("measure_report: schedule must be the measure_schedule result")
@@ -88,12 +93,48 @@ def measure_report(hostvars: Any, hosts: Any, schedule: Any, reached: Any = None
             "cache_unmounted": (_registered(_get(hv, f"{prefix}_cache_state")) or {}).get("stdout") == "unmounted",
             "counters_before": _registered(_get(hv, f"{prefix}_counters_before")),
             "counters_after": _registered(_get(hv, f"{prefix}_counters_after")),
+            "sweep_net": _plain(_get(hv, f"{prefix}_sweep_net")) or [],
+            "sweep_storage": _registered(_get(hv, f"{prefix}_sweep_storage_result")),
+            "checkpoint": _registered(_get(hv, f"{prefix}_checkpoint_result")),
+            "metadata": _registered(_get(hv, f"{prefix}_metadata_result")),
         }
+    base = _baseline_input(hostvars, order, plan_var, prefix, baseline)
     try:
         return _report.reports(_plain(schedule), data, None if generated_at is None else str(generated_at),
-                               _plain(options) if isinstance(options, Mapping) else None)
+                               _plain(options) if isinstance(options, Mapping) else None, base)
     except (KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"measure_report: {type(exc).__name__}: {exc}") from None
+
+
+def _baseline_input(hostvars: Any, order: list[str], plan_var: str, prefix: str,
+                    baseline: Any) -> dict[str, Any] | None:
+    """Each host's class, plan hash, kernel and firmware, and the class documents already in ``dir``."""
+    if not isinstance(baseline, Mapping) or baseline.get("mode") in (None, "", "none", False):
+        return None
+    mode = str(baseline["mode"])
+    if mode not in ("record", "compare"):
+        raise AnsibleFilterError(f"measure_report: measure_baseline must be record or compare, got {mode!r}")
+    info = {}
+    for host in order:
+        hv = _get(hostvars, host)
+        plan = _plain(_get(hv, plan_var)) if isinstance(_get(hv, plan_var), Mapping) else {}
+        versions = _baseline.parse_versions((_registered(_get(hv, f"{prefix}_versions")) or {}).get("stdout"))
+        info[host] = {"class": _baseline.node_class(plan, host), "plan_hash": _baseline.plan_hash(plan), **versions}
+    existing: dict[str, Any] = {}
+    directory = baseline.get("dir")
+    if directory:
+        path = os.path.abspath(os.path.expanduser(str(directory)))
+        for cls in sorted({i["class"] for i in info.values()}):
+            name = os.path.join(path, f"{cls}.json")
+            if not os.path.isfile(name):
+                continue
+            try:
+                with open(name, encoding="utf-8") as handle:
+                    existing[cls] = json.load(handle)
+            except (OSError, ValueError) as exc:
+                raise AnsibleFilterError(f"measure_report: baseline {name}: {exc}") from None
+    return {"mode": mode, "tolerance": baseline.get("tolerance"), "runs": baseline.get("runs"), "info": info,
+            "existing": existing}
 
 
 class FilterModule:

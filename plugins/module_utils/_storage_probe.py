@@ -194,6 +194,7 @@ class StorageProbe(Capability):
             seq_block_kib=dict(type="int", default=1024),
             random_seconds=dict(type="float", default=3.0),
             queue_depths=dict(type="list", elements="int", default=[1, 32]),
+            seq_block_sizes_kib=dict(type="list", elements="int", default=[]),
             tool=dict(type="str", default="builtin", choices=["builtin", "fio"]),
             model=dict(type="dict", options=dict(path=dict(type="str", required=True))),
         )
@@ -224,6 +225,10 @@ class StorageProbe(Capability):
             errors.append("seq_bytes must be at least %d" % BLOCK)
         if not 4 <= p["seq_block_kib"] <= 65536 or p["seq_block_kib"] % 4:
             errors.append("seq_block_kib must be a multiple of 4 within 4-65536")
+        bad = [b for b in p["seq_block_sizes_kib"] if not 4 <= b <= 65536 or b % 4]
+        if bad:
+            errors.append("seq_block_sizes_kib %s: each must be a multiple of 4 within 4-65536"
+                          % ", ".join(str(b) for b in bad))
         if not 0 < p["random_seconds"] <= MAX_RANDOM_SECONDS:
             errors.append("random_seconds must be within 0-%d (exclusive of 0)" % MAX_RANDOM_SECONDS)
         bad = [d for d in p["queue_depths"] if not 1 <= d <= MAX_QUEUE_DEPTH]
@@ -273,7 +278,7 @@ class StorageProbe(Capability):
             state["model_load"] = model_load(model["path"], False)
 
     def _measure(self, info, fio):
-        out = {"seq": None, "random": {}, "error": None, "size": info["size"]}
+        out = {"seq": None, "random": {}, "by_block": {}, "error": None, "size": info["size"]}
         try:
             fd = open_target(info["path"], info["direct"])
             try:
@@ -288,6 +293,9 @@ class StorageProbe(Capability):
                 self._measure_fio(info, fio, size, nbytes, out)
             else:
                 out["seq"] = sequential_read(info["path"], info["direct"], nbytes, self.params["seq_block_kib"] * 1024)
+                for kib in sorted(set(self.params["seq_block_sizes_kib"])):
+                    pass_ = sequential_read(info["path"], info["direct"], nbytes, kib * 1024)
+                    out["by_block"][str(kib)] = pass_["mib_s"]
                 for depth in self.depths():
                     out["random"][str(depth)] = random_read(info["path"], info["direct"], size, depth,
                                                             self.params["random_seconds"])
@@ -306,6 +314,12 @@ class StorageProbe(Capability):
             raise ProbeError(why)
         out["seq"] = {"bytes": seq["bytes"], "seconds": seq["seconds"], "mib_s": seq["mib_s"],
                       "truncated": seq["bytes"] < nbytes}
+        for kib in sorted(set(p["seq_block_sizes_kib"])):
+            job, why = fio_job.run_fio(self.runner, lambda engine, kib=kib: fio_job.sequential_argv(
+                fio, path, direct, nbytes, kib, engine))
+            if why:
+                raise ProbeError(why)
+            out["by_block"][str(kib)] = job["mib_s"]
         span = size - size % BLOCK
         for depth in self.depths():
             job, why = fio_job.run_fio(self.runner, lambda engine, depth=depth: fio_job.random_argv(
@@ -319,6 +333,8 @@ class StorageProbe(Capability):
         entry = {"name": info["name"], "path": info["path"], "kind": info["kind"], "tool": tool,
                  "direct": info["direct"], "size": info["size"], "ok": False, "error": info["error"],
                  "seq_read_mib_s": None, "seq_bytes_read": None, "random": {}, "would_read": None}
+        if self.params["seq_block_sizes_kib"]:
+            entry["sequential_by_block"] = {}
         if self.check_mode:
             entry["ok"] = info["error"] is None
             if entry["ok"]:
@@ -338,6 +354,8 @@ class StorageProbe(Capability):
             entry["seq_bytes_read"] = measured["seq"]["bytes"]
         for depth, figures in measured["random"].items():
             entry["random"][depth] = {k: figures[k] for k in ("iops", "p50_us", "p99_us")}
+        if measured["by_block"]:
+            entry["sequential_by_block"] = dict(measured["by_block"])
         entry["error"] = measured["error"]
         entry["ok"] = measured["error"] is None
         return entry

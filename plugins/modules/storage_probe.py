@@ -100,6 +100,15 @@ options:
     type: list
     elements: int
     default: [1, 32]
+  seq_block_sizes_kib:
+    description:
+      - Block sizes in KiB (each a multiple of 4 within 4 to 65536) of extra sequential passes, one
+        per size, each over the same bytes as the main pass; their MiB/s are returned in
+        RV(targets[].sequential_by_block). The saturation sweep of measure.yml uses 4 to 4096.
+      - Empty (the default) runs no extra pass.
+    type: list
+    elements: int
+    default: []
   tool:
     description: The reader.
     type: str
@@ -178,6 +187,10 @@ targets:
     random:
       description: Per queue depth (string key), C(iops), C(p50_us) and C(p99_us).
       type: dict
+    sequential_by_block:
+      description: Per block size in KiB (string key), the sequential read MiB/s; only with O(seq_block_sizes_kib).
+      type: dict
+      returned: when O(seq_block_sizes_kib) is given
     would_read:
       description: >-
         In check mode, what would be read (C(seq_bytes), C(seq_block_kib), C(random_block_kib),

@@ -27,10 +27,12 @@ from typing import Any
 import pytest
 from ansible.module_utils import basic
 from ansible_collections.aiinfra.datapath.plugins.modules import (
+    checkpoint_probe,
     datapath_facts,
     hugepages,
     kernel_cmdline,
     link_mtu,
+    metadata_probe,
     metrics_textfile,
     model_cache,
     net_probe,
@@ -104,10 +106,16 @@ MODULES = {
                     "files": [{"path": "config.json", "sha256": "0" * 64, "size": 2}]}],
         "pinned": ["m"], "reserve_bytes": 0, "bandwidth_limit": 0, "evict": True, "verify_existing": "size",
         "headers": {"X-Site": "lab"}, "timeout": 1, "retries": 0, "file_mode": "0644", "dir_mode": "0755"}),
+    "checkpoint_probe": (checkpoint_probe, lambda r: {
+        "directory": r + "/ckpt", "writers": 2, "size": 2097152, "block_kib": 1024, "direct": False,
+        "max_free_share": 0.2, "read_file": r + "/probe.bin"}),
+    "metadata_probe": (metadata_probe, lambda r: {
+        "directory": r + "/meta", "sets": [{"name": "dataset", "files": 10, "size": 4096}], "width": 2,
+        "max_free_share": 0.2}),
 }
 # Run in check mode only: their paths are the node's own, not below a test root (storage_probe,
 # model_cache), or a real run opens sockets (net_probe).
-CHECK_MODE = {"storage_probe", "net_probe", "model_cache"}
+CHECK_MODE = {"storage_probe", "net_probe", "model_cache", "checkpoint_probe", "metadata_probe"}
 # Parameters kept at their base value (inside the test's tmp): the host paths a check-mode run still
 # creates (model_cache's lock file) or lists.
 FIXED = {"model_cache": {"cache_dir", "lock_file"}, "storage_probe": {"model"}}

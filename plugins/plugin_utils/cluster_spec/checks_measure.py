@@ -9,7 +9,7 @@ from .errors import Issue
 from .registry import cross_check
 
 if TYPE_CHECKING:
-    from .models import DatapathSpec, MeasureGates
+    from .models import DatapathSpec, MeasureGates, MeasureSaturation
 
 
 def measured_fabrics(spec: DatapathSpec) -> list[str]:
@@ -72,3 +72,11 @@ def check_gates(gates: MeasureGates) -> Iterator[Issue]:
     if not any(value is not None for gate in values for value in gate.model_dump().values()):
         yield Issue(("outlier_ratio",), "outlier_ratio is 0 and no gate is set: every measurement would pass",
                     "keep outlier_ratio (default 0.5) or set a gate such as default.min_gbit_s")
+
+
+@cross_check("MeasureSaturation", "measure-saturation-blocks", reads=("min_block_kib", "max_block_kib"))
+def check_saturation_blocks(sat: MeasureSaturation) -> Iterator[Issue]:
+    """The block-size sweep runs from min_block_kib up to max_block_kib."""
+    if sat.max_block_kib < sat.min_block_kib:
+        yield Issue(("max_block_kib",), f"max_block_kib {sat.max_block_kib} is below min_block_kib {sat.min_block_kib}",
+                    "give max_block_kib >= min_block_kib (default 4 to 4096)")

@@ -615,6 +615,89 @@ class MeasureStorage(SpecModel):
     """A model version of the spec (name@version) to load cold from the cache on the nodes that hold it."""
 
 
+class MeasureSaturation(SpecModel):
+    """Saturation sweeps (docs/measure.md#saturation): each fabric's pairs at 1, 2, 4 ... max_streams TCP
+    streams; each storage target's 4 KiB random reads at queue depth 1 ... max_queue_depth and sequential
+    reads at block sizes min_block_kib ... max_block_kib. The knee is the load before the first doubling
+    that gains less than knee_share."""
+
+    enabled: Bool = False
+    """Run the sweeps (they multiply the run's time; the role's measure_saturation replaces this for one run)."""
+    max_streams: Annotated[int, Strict(), Field(ge=1, le=64)] = 16
+    """Top of the streams sweep (1, 2, 4 ... up to it)."""
+    step_duration: Annotated[float, Strict(), Field(ge=0.5, le=300, allow_inf_nan=False)] = 3.0
+    """Seconds of load per pair and stream count."""
+    max_queue_depth: Annotated[int, Strict(), Field(ge=1, le=256)] = 256
+    """Top of the queue-depth sweep (1, 2, 4 ... up to it)."""
+    random_seconds: Annotated[float, Strict(), Field(gt=0, le=300, allow_inf_nan=False)] = 2.0
+    """Seconds of random reads per queue depth."""
+    min_block_kib: Annotated[int, Strict(), Field(ge=4, le=65536, multiple_of=4)] = 4
+    """Smallest block of the block-size sweep, KiB."""
+    max_block_kib: Annotated[int, Strict(), Field(ge=4, le=65536, multiple_of=4)] = 4096
+    """Largest block of the block-size sweep, KiB (doubling from min_block_kib)."""
+    knee_share: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] = 0.05
+    """A doubling that gains less than this share of the figure is past the knee (0.05 = 5 %)."""
+
+
+class MeasureBaseline(SpecModel):
+    """Baselines per node class (docs/measure.md#baselines): measure.yml -e measure_baseline=record adds a run
+    to each class's baseline, -e measure_baseline=compare fails a node whose figure regressed."""
+
+    runs: Annotated[int, Strict(), Field(ge=1, le=50)] = 3
+    """Runs kept per class: the baseline of a figure is their median (record k times on known-good nodes)."""
+    tolerance: Annotated[float, Strict(), Field(gt=0, lt=1, allow_inf_nan=False)] = 0.1
+    """A figure below baseline x (1 - tolerance) is a regression (0.1 = 10 %)."""
+
+
+class MeasureCheckpoint(SpecModel):
+    """The checkpoint burst (docs/measure.md#checkpoint-burst): writers on the cache filesystem write a
+    checkpoint with fsync, its pages are dropped per file, it is read back; a reader runs meanwhile."""
+
+    enabled: Bool = False
+    """Run the burst (the role's measure_checkpoint replaces this for one run)."""
+    writers: Annotated[int, Strict(), Field(ge=1, le=64)] = 4
+    """Writer processes, one file each (the ranks of a job saving a checkpoint)."""
+    size: Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str), Strict(),
+                    Field(ge=1024 * 1024, le=2**44)] = 1024 * 1024 * 1024
+    """Bytes of the whole checkpoint (bytes or '4GiB'), split evenly over the writers."""
+    direct: Bool = False
+    """Write with O_DIRECT (else through the page cache, then fsync)."""
+    max_free_share: Annotated[float, Strict(), Field(gt=0, le=0.9, allow_inf_nan=False)] = 0.2
+    """The burst is refused when it would take more than this share of the cache's free space."""
+    directory: RelPath = ".aiinfra-measure/checkpoint"
+    """The burst's own directory, relative to the cache mount: created for the burst, removed afterwards."""
+
+
+class MeasureFileSet(SpecModel):
+    """One set of small files: N files of one size."""
+
+    name: DnsName
+    """The set's name in the reports."""
+    files: Annotated[int, Strict(), Field(ge=1, le=1000000)]
+    """Number of files."""
+    size: Annotated[int, BeforeValidator(parse_size, json_schema_input_type=int | str), Strict(),
+                    Field(ge=0, le=2**30)]
+    """Bytes per file (bytes or '4KiB')."""
+
+
+class MeasureSmallFiles(SpecModel):
+    """Small files and metadata (docs/measure.md#small-files-and-metadata): create, stat, read and unlink
+    N files per set in a tree on the cache; operations per second and latency percentiles."""
+
+    enabled: Bool = False
+    """Run the probe (the role's measure_small_files replaces this for one run)."""
+    sets: Annotated[list[MeasureFileSet], Field(min_length=1, max_length=16)] = Field(default_factory=lambda: [
+        MeasureFileSet(name="shards", files=64, size=4 * 1024 * 1024),
+        MeasureFileSet(name="dataset", files=2000, size=4096)])
+    """The sets; default a model's shard set (64 x 4 MiB) and a dataset of small files (2,000 x 4 KiB)."""
+    width: Annotated[int, Strict(), Field(ge=1, le=4096)] = 64
+    """Directories the files are spread over."""
+    max_free_share: Annotated[float, Strict(), Field(gt=0, le=0.9, allow_inf_nan=False)] = 0.2
+    """A set is refused when it would take more than this share of the cache's free space."""
+    directory: RelPath = ".aiinfra-measure/metadata"
+    """The probe's own directory, relative to the cache mount: created for the run, removed afterwards."""
+
+
 class Measure(SpecModel):
     """Measurement of the data path (playbooks/measure.yml, docs/measure.md): pairs, probes and gates."""
 
@@ -637,6 +720,14 @@ class Measure(SpecModel):
     """Fabrics to measure; null: every fabric with subnets except the management ones."""
     storage: MeasureStorage = Field(default_factory=MeasureStorage)
     gates: MeasureGates = Field(default_factory=MeasureGates)
+    saturation: MeasureSaturation = Field(default_factory=MeasureSaturation)
+    """Saturation sweeps with knee detection (off unless enabled)."""
+    baseline: MeasureBaseline = Field(default_factory=MeasureBaseline)
+    """How baselines are kept and compared (the role's measure_baseline picks record or compare)."""
+    checkpoint: MeasureCheckpoint = Field(default_factory=MeasureCheckpoint)
+    """The checkpoint burst on the cache filesystem (off unless enabled)."""
+    small_files: MeasureSmallFiles = Field(default_factory=MeasureSmallFiles)
+    """Small files and metadata on the cache filesystem (off unless enabled)."""
 
 
 class RailRouting(SpecModel):
@@ -675,6 +766,8 @@ MODELS: tuple[type[SpecModel], ...] = (
     DeviceSelect, Raid, Filesystem, StorageMount, Directory, K8s, Topology, ModelCache, Model, ModelFile, Measure,
     MeasureStorage, MeasureGates, MeasureFabricGate, MeasureStorageGate, NicConfig, NicSriov, RailSubnet, RailRouting,
     FabricSwitch,
+    MeasureSaturation,
+    MeasureBaseline, MeasureCheckpoint, MeasureSmallFiles, MeasureFileSet,
 )
 
 

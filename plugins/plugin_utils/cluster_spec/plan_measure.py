@@ -94,6 +94,13 @@ def measure_template(spec: DatapathSpec, eff: Effective, held: Sequence[int]) ->
                     for name in measured_fabrics(spec)],
         "storage": storage,
         "gates": gates_of(spec),
+        "saturation": saturation_of(spec),
+        "baseline": spec.measure.baseline.model_dump(mode="json"),
+        # the checkpoint burst runs on the cache filesystem: none without one
+        "checkpoint": {**m.checkpoint.model_dump(mode="json"),
+                       "directory": posixpath.join(storage["mount"], m.checkpoint.directory)} if storage else None,
+        "small_files": {**m.small_files.model_dump(mode="json"),
+                        "directory": posixpath.join(storage["mount"], m.small_files.directory)} if storage else None,
     }
 
 
@@ -105,6 +112,21 @@ def _address_rails(facts: Mapping[str, Any] | None, fabric: str) -> list[dict[st
     names = list(value) if isinstance(value, Mapping) else [None] * count
     return [{"rail": index, "name": f"rail{index}", "interface": names[index], "address": None, "subnets": [],
              "fabric": fabric} for index in range(count)]
+
+
+def _doublings(low: int, high: int) -> list[int]:
+    out = [low]
+    while out[-1] * 2 <= high:
+        out.append(out[-1] * 2)
+    return out if out[-1] == high else [*out, high]
+
+
+def saturation_of(spec: DatapathSpec) -> dict[str, Any]:
+    """The saturation settings with the loads of each sweep spelled out (1, 2, 4 ... up to each top)."""
+    sat = spec.measure.saturation
+    return {**sat.model_dump(mode="json"), "streams": _doublings(1, sat.max_streams),
+            "queue_depths": _doublings(1, sat.max_queue_depth),
+            "block_sizes_kib": _doublings(sat.min_block_kib, max(sat.min_block_kib, sat.max_block_kib))}
 
 
 def measure_part(template: Mapping[str, Any], facts: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -235,8 +235,16 @@ def node_findings(fabric: str, pairs: Sequence[Row], stats: Mapping[str, Any],
     ref = stats.get("reference_gbit_s")
     out = []
     lossy = [h for h in concentrated(nodes, lossy_tcp) if h not in excluded]
+    # Two faults at once: a pair with a lossy node, or with a shaped node (all of whose pairs are slow: its
+    # queue drops probes), carries that peer's fault. A node is lossy by probe loss only when a pair with a
+    # peer of neither kind loses too, never by its peers' faults alone.
+    shaped = set(concentrated(nodes, slow))
+
+    def own_fault(host: str) -> bool:
+        return any(_other(p, host) not in lossy and _other(p, host) not in shaped for p in nodes[host])
+
     lossy += [h for h in concentrated(nodes, lossy_any)
-              if h not in excluded and h not in lossy and not all(slow(p) for p in nodes[h])]
+              if h not in excluded and h not in lossy and not all(slow(p) for p in nodes[h]) and own_fault(h)]
     for host in lossy:
         node = stats["nodes"][host]
         out.append(finding(

@@ -17,8 +17,12 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from . import baseline as B
+from . import checkpoint as C
 from . import findings as F
+from . import metadata as M
 from . import rails as R
+from . import saturation as S
 from .heatmap_md import heatmap_markdown
 from .results import counter_deltas, storage_rows
 from .svg import heatmap
@@ -75,7 +79,8 @@ def _iface_fabrics(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]], generated_at: str | None = None,
-                 options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 options: Mapping[str, Any] | None = None,
+                 baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     settings = _settings(hosts)
     gates = _m(settings.get("gates"))
     ratio = float(gates.get("outlier_ratio") or 0)
@@ -157,9 +162,32 @@ def build_report(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, A
         if not _m(hosts.get(host)).get("reached", True):
             findings.append(F.finding("probe-error", host, f"{host} was unreachable or failed before the probes ran",
                                       "fix the connection (ansible -m ping) and rerun", {}, probe="network"))
+    sat = S.sweeps(schedule, hosts, order, _m(settings.get("saturation")).get("knee_share"))
+    ckpt, found_ckpt = C.summary(C.rows(hosts, order), ratio)
+    findings += found_ckpt
+    meta, found_meta = M.summary(M.rows(hosts, order), ratio)
+    findings += found_meta
+    base = _m(baseline)
+    base_part = None
+    if base.get("mode") in ("record", "compare"):
+        figures = {"fabrics": fabrics, "storage": storage, "saturation": sat, "generated_at": generated_at}
+        info = {h: v for h, v in _m(base.get("info")).items() if h in order and _m(hosts.get(h)).get("reached", True)}
+        if base["mode"] == "compare":
+            tolerance = float(base.get("tolerance") or B.DEFAULT_TOLERANCE)
+            findings += B.compare(figures, info, _m(base.get("existing")), tolerance)
+            base_part = {"mode": "compare", "tolerance": float(base.get("tolerance") or B.DEFAULT_TOLERANCE),
+                         "classes": sorted(B.classes(info)), "documents": {}}
+        else:
+            docs = B.record(figures, info, _m(base.get("existing")), int(base.get("runs") or B.DEFAULT_RUNS))
+            base_part = {"mode": "record", "tolerance": None, "classes": sorted(docs), "documents": docs}
     findings.sort(key=sort_key)
-    return _document(schedule, settings, gates, order, hosts, pairs, fabrics, storage, counters, paths, findings,
-                     generated_at, options)
+    doc = _document(schedule, settings, gates, order, hosts, pairs, fabrics, storage, counters, paths, findings,
+                    generated_at, options)
+    doc["saturation"] = sat
+    doc["checkpoint"] = ckpt
+    doc["metadata"] = meta
+    doc["baseline"] = base_part
+    return doc
 
 
 def _host_status(host: str, findings: Sequence[Mapping[str, Any]], data: Mapping[str, Any]) -> dict[str, Any]:
@@ -360,18 +388,37 @@ def render_markdown(report: Mapping[str, Any], max_rows: int = 200) -> str:
                     host, ifname, r.get("fabric"), "yes" if r["supported"] else f"no: {r['reason']}",
                     deltas or None)) + " |")
         lines.append("")
+    lines += S.markdown(report.get("saturation"), max_rows)
+    lines += C.markdown(report.get("checkpoint"))
+    lines += M.markdown(report.get("metadata"))
+    base = report.get("baseline")
+    if base:
+        lines += ["## Baseline", ""]
+        if base["mode"] == "record":
+            lines += [f"Recorded: class {cls}, {len(doc['runs'])} run(s) kept, {len(doc['figures'])} figure(s) "
+                      "(median of the runs)." for cls, doc in base["documents"].items()]
+        else:
+            regressions = [f for f in report["findings"] if f["kind"] == "baseline-regression"]
+            lines.append(f"Compared with the baselines of {len(base['classes'])} class(es), tolerance "
+                         f"{base['tolerance'] * 100:g} %: {len(regressions)} regression(s).")
+            for f in regressions[:max_rows]:
+                lines.append(f"- {f['host']}: {f['reason']}")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def reports(schedule: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]], generated_at: str | None = None,
-            options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            options: Mapping[str, Any] | None = None, baseline: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{files: {name: text}, failed, failures, summary, hosts}``: measure.json, measure.md, measure.xml and
     one measure-FABRIC.svg per fabric."""
-    report = build_report(schedule, hosts, generated_at, options)
+    report = build_report(schedule, hosts, generated_at, options, baseline)
     files = {"measure.json": render_json(report), "measure.md": render_markdown(report),
              "measure.xml": render_junit(report)}
     for name, fab in report["fabrics"].items():
         files[fab["svg"]] = heatmap(name, report["schedule"]["fabrics"].get(name, {}).get("hosts") or [],
                                     [p for p in report["pairs"] if p["fabric"] == name], fab["reference_gbit_s"])
-    return {"files": files, "failed": report["failed"], "failures": report["failures"],
+    files.update(S.svgs(report.get("saturation")))
+    recorded = _m(report.get("baseline")).get("documents") or {}
+    return {"baseline_files": {f"{cls}.json": render_json(doc) for cls, doc in sorted(recorded.items())},
+            "files": files, "failed": report["failed"], "failures": report["failures"],
             "summary": report["summary"], "hosts": report["hosts"]}

@@ -187,3 +187,25 @@ def test_fio_error_is_the_target_error(run_module, monkeypatch, tmp_path) -> Non
     entry = result["targets"][0]
     assert entry["ok"] is False and "error=No such file or directory" in entry["error"]
     json.dumps(result)  # plain data
+
+
+def test_block_size_sweep_reads_once_per_size(run_module, monkeypatch, tmp_path) -> None:
+    """seq_block_sizes_kib (the saturation sweep, issue 41): one sequential pass per block size."""
+    no_tools(monkeypatch)
+    path = data_file(tmp_path / "t.dat")
+    result = run_module(storage_probe.main, dict(FAST, targets=[{"name": "t", "path": str(path), "direct": False}],
+                                                 queue_depths=[1], seq_block_sizes_kib=[64, 4, 64]))
+    [entry] = result["targets"]
+    assert sorted(entry["sequential_by_block"], key=int) == ["4", "64"]
+    assert all(v > 0 for v in entry["sequential_by_block"].values())
+    plain = run_module(storage_probe.main, dict(FAST, targets=[{"name": "t", "path": str(path), "direct": False}],
+                                                queue_depths=[1]))
+    assert "sequential_by_block" not in plain["targets"][0]
+
+
+def test_block_size_sweep_sizes_are_validated(run_module, monkeypatch, tmp_path) -> None:
+    no_tools(monkeypatch)
+    path = data_file(tmp_path / "t.dat")
+    result = run_module(storage_probe.main, dict(FAST, targets=[{"name": "t", "path": str(path), "direct": False}],
+                                                 seq_block_sizes_kib=[6]), expect_failure=True)
+    assert "seq_block_sizes_kib 6" in result["msg"]

@@ -249,6 +249,8 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
      "datapath.profiles[0].nic_config[1]", "entry 1 matches the same NICs as entry 0"),
     ("switch-dcbx-roce", lambda s: s["fabrics"][0].update(switch={"os": "sonic", "dcbx": True}),
      "datapath.fabrics[0].switch.dcbx", "DCBX is compared with the RoCE settings, but the fabric is of kind"),
+    ("measure-saturation-blocks", lambda s: s.update(measure={"saturation": {"min_block_kib": 64, "max_block_kib": 8}}),
+     "datapath.measure.saturation.max_block_kib", "max_block_kib 8 is below min_block_kib 64"),
 ]
 
 

@@ -320,3 +320,19 @@ def test_long_errors_are_one_short_line() -> None:
     hosts_["node1"]["net"][0]["probe"].update(ok=False, error="refused\n" + "x" * 1000)
     (f,) = build_report(sched, hosts_)["findings"]
     assert "\n" not in f["reason"] and len(f["evidence"]["error"]) < 700
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("nodes", [4, 5, 8])
+@pytest.mark.parametrize(("shaped", "lossy"), [("node2", "node3"), ("node3", "node2"), ("node1", "node3")])
+def test_two_faults_at_once_each_named_with_its_own_kind(mode: str, nodes: int, shaped: str, lossy: str) -> None:
+    """Issue 41 point 7: a rate limit on one node (its queue drops a few probes) and a lossy port on
+    another at the same time. Before the fix, ring 5 / 8 with node1 shaped and node3 lossy named node2
+    (between them) a lossy-port: every pair of node2 lost probes, but each by one of its peers' faults."""
+    lab = Lab(nodes, mode)
+    lab.props[shaped].update(rate=2.0, loss=3.0)
+    lab.props[lossy].update(share=0.01, loss=1.5)
+    rep = report(lab)
+    expected = sorted([("lossy-port", lossy, "rdma"), ("node-link", shaped, "rdma")])
+    assert [x for x in named(rep) if x[0] != "gate"] == expected
+    assert hosts(rep) == {shaped, lossy}  # no third node named
