@@ -1,0 +1,108 @@
+"""The controller's wave plan of peer fan-out (plugin_utils/model_fanout.py, issue 42): pure functions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from ansible_collections.aiinfra.datapath.plugins.plugin_utils.model_fanout import (
+    FanoutError,
+    host_rack,
+    plan_waves,
+    predict_seconds,
+    waves_needed,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+def racks_of(sizes: dict[str, int]) -> dict[str, str]:
+    return {f"{rack}-n{i:02d}": rack for rack, n in sizes.items() for i in range(n)}
+
+
+def test_one_seed_per_rack_from_the_origin_in_the_first_wave() -> None:
+    plan = plan_waves(racks_of({"a": 4, "b": 4}))
+    assert plan["seeds"] == ["a-n00", "b-n00"] and plan["waves"][0] == ["a-n00", "b-n00"]
+    assert all(plan["hosts"][s]["peers"] == [] and plan["hosts"][s]["wave"] == 0 for s in plan["seeds"])
+    assert all(h["peers"] for name, h in plan["hosts"].items() if name not in plan["seeds"])
+
+
+def test_holders_double_per_wave_rack_local_first() -> None:
+    plan = plan_waves(racks_of({"a": 4, "b": 4}))
+    assert [len(w) for w in plan["waves"]] == [2, 2, 4]  # 2 holders, 4, 8
+    for name, host in plan["hosts"].items():
+        if host["peers"]:
+            assert host["peers"][0].split("-")[0] == host["rack"], name  # the planned peer is in its rack
+            assert plan["hosts"][host["peers"][0]]["wave"] < host["wave"]  # and holds the version already
+
+
+def test_every_holder_serves_at_most_one_new_host_per_wave() -> None:
+    plan = plan_waves(racks_of({"a": 16, "b": 3, "c": 9}))
+    for number, wave in enumerate(plan["waves"][1:], start=1):
+        primaries = [plan["hosts"][h]["peers"][0] for h in wave]
+        assert len(primaries) == len(set(primaries)), number
+
+
+def test_spare_holders_help_the_rack_still_filling() -> None:
+    plan = plan_waves(racks_of({"a": 16, "b": 2}))
+    # wave 1: a's seed serves a, b's seed serves b's last host; wave 2: b's two holders are spare and serve a
+    wave2 = plan["waves"][2]
+    helpers = {plan["hosts"][h]["peers"][0] for h in wave2} & {"b-n00", "b-n01"}
+    assert helpers == {"b-n00", "b-n01"}
+    assert len(plan["waves"]) - 1 == waves_needed([16, 2]) == 4  # 2, 4, 8, 16 holders in a, helped by b
+
+
+def test_fallbacks_rack_local_then_remote_and_serve_to_is_exactly_who_may_ask() -> None:
+    plan = plan_waves(racks_of({"a": 4, "b": 4}), fallbacks=2)
+    host = plan["hosts"]["a-n03"]  # wave 2: a has two holders, b has two
+    assert host["wave"] == 2 and len(host["peers"]) == 3
+    assert host["peers"][1].startswith("a-") and host["peers"][2].startswith("b-")
+    for name, entry in plan["hosts"].items():
+        for peer in entry["peers"]:
+            assert name in plan["hosts"][peer]["serve_to"]
+    asked = {(p, n) for n, e in plan["hosts"].items() for p in e["peers"]}
+    assert asked == {(p, n) for p, e in plan["hosts"].items() for n in e["serve_to"]}
+
+
+def test_the_plan_is_the_same_on_every_run() -> None:
+    racks = racks_of({"x": 5, "y": 7})
+    assert plan_waves(racks) == plan_waves(dict(reversed(list(racks.items()))))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=8))
+def test_every_host_gets_it_once_and_origin_load_is_one_per_rack(sizes: list[int]) -> None:
+    racks = racks_of({f"r{i}": n for i, n in enumerate(sizes)})
+    plan = plan_waves(racks)
+    flat = [h for wave in plan["waves"] for h in wave]
+    assert sorted(flat) == sorted(racks)
+    assert sum(1 for h in plan["hosts"].values() if not h["peers"]) == len(sizes)  # origin fetches = racks
+    # doubling: no wave more than doubles the holders, and the largest rack needs at most ceil(log2(n)) waves
+    held = len(sizes)
+    for wave in plan["waves"][1:]:
+        assert len(wave) <= held
+        held += len(wave)
+    assert len(plan["waves"]) - 1 <= math.ceil(math.log2(max(sizes))) if max(sizes) > 1 else True
+
+
+def test_rack_from_the_host_variable_or_one_rack_group() -> None:
+    assert host_rack("n1", {"rack": "r12"}, ["gpu", "rack_r3"]) == "r12"
+    assert host_rack("n1", {}, ["gpu", "rack_r3"]) == "r3"
+    with pytest.raises(FanoutError, match="n1 has no rack: set the host variable rack"):
+        host_rack("n1", {}, ["gpu"])
+    with pytest.raises(FanoutError, match="several rack groups"):
+        host_rack("n1", {}, ["rack_a", "rack_b"])
+
+
+def test_the_time_model() -> None:
+    gib = 1 << 30
+    # 2 racks of 4, 1 GiB, origin 100 MiB/s, nodes 100 MiB/s: the seeds share the origin (50 MiB/s each),
+    # then 2 peer waves of 1 GiB at 100 MiB/s
+    got = predict_seconds([4, 4], gib, 100 << 20, 100 << 20)
+    assert got["origin_seconds"] == pytest.approx(gib / (50 << 20))
+    assert got["peer_waves"] == 2 and got["peer_seconds"] == pytest.approx(2 * gib / (100 << 20))
+    # 32 racks of 8, C = 8: four origin waves at min(b, B/C)
+    got = predict_seconds([8] * 32, 16 * 10 ** 9, 12.5e9, 1e9, concurrency=8)
+    assert got["origin_seconds"] == pytest.approx(4 * 16) and got["peer_waves"] == 3
+    with pytest.raises(FanoutError):
+        predict_seconds([], 1, 1, 1)
