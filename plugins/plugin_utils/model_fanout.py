@@ -122,3 +122,58 @@ def waves_needed(rack_sizes: Sequence[int]) -> int:
     other racks; the count is that of :func:`plan_waves` (it is computed the same way, without names)."""
     fake = {f"{index}-{member:06d}": str(index) for index, n in enumerate(rack_sizes) for member in range(n)}
     return len(plan_waves(fake, fallbacks=0)["waves"]) - 1 if fake else 0
+
+
+def file_bytes_by_source(sources: Sequence[Mapping[str, Any]], size: int) -> dict[str, int]:
+    """Bytes of one published file per source, from its ``sources`` (``[{from, at}]`` in order: each took over
+    at ``at`` and served up to the next one's ``at``, the last one to ``size``)."""
+    out: dict[str, int] = {}
+    for index, part in enumerate(sources):
+        end = int(sources[index + 1]["at"]) if index + 1 < len(sources) else size
+        out[str(part["from"])] = out.get(str(part["from"]), 0) + max(0, end - int(part["at"]))
+    return out
+
+
+def rollout_report(results: Mapping[str, Mapping[str, Any]], racks: Mapping[str, str], size: int,
+                   origin_rate: float, node_rate: float, concurrency: int | None = None,
+                   peer_rate: float | None = None, run_started: float | None = None,
+                   run_finished: float | None = None) -> dict[str, Any]:
+    """The report of a rollout (issue 42, docs/models.md): per node, where each file came from, bytes and seconds;
+    for the cluster, bytes from the origin, wall time, time to the last node and the time the model predicts.
+
+    ``results``: {host: {"started", "finished" (seconds on one clock), "models": model_cache's ``models``}};
+    ``run_started`` / ``run_finished``: the rollout's own start and end on that clock (default: the first
+    node's start, the last node's end). ``origin_bytes`` counts the bytes of the published copies."""
+    nodes: dict[str, Any] = {}
+    origin = 0
+    excluded: dict[str, list[str]] = {}
+    for host in sorted(results):
+        result = results[host]
+        files = []
+        for model in result.get("models", []):
+            sizes = {f["path"]: int(f.get("size") or 0) for f in model.get("files", [])}
+            for path, parts in sorted((model.get("sources") or {}).items()):
+                by = file_bytes_by_source(parts, sizes.get(path, 0))
+                origin += by.get("origin", 0)
+                files.append({"model": f"{model['name']}@{model['version']}", "path": path,
+                              "from": [p["from"] for p in parts], "bytes": by})
+            for peer in model.get("excluded_peers") or []:
+                excluded.setdefault(str(peer), []).append(host)
+        nodes[host] = {"rack": racks.get(host), "files": files,
+                       "bytes": sum(int(m.get("bytes_moved") or 0) for m in result.get("models", [])),
+                       "seconds": round(float(result["finished"]) - float(result["started"]), 3)}
+    starts = [float(r["started"]) for r in results.values()]
+    ends = [float(r["finished"]) for r in results.values()]
+    per_rack: dict[str, int] = {}
+    for host, rack in racks.items():
+        per_rack[rack] = per_rack.get(rack, 0) + (1 if host in results else 0)
+    predicted = predict_seconds(list(per_rack.values()), size, origin_rate, node_rate, concurrency, peer_rate)
+    began = min(starts) if run_started is None else float(run_started)
+    last = max(ends) - began if results else 0.0
+    wall = last if run_finished is None else float(run_finished) - began
+    return {"nodes": nodes,
+            "cluster": {"origin_bytes": origin, "origin_bytes_limit": len([n for n in per_rack.values() if n]) * size,
+                        "wall_seconds": round(wall, 3), "last_node_seconds": round(last, 3),
+                        "predicted_seconds": round(predicted["seconds"], 3),
+                        "wall_vs_predicted": round(wall / predicted["seconds"], 3) if predicted["seconds"] else None,
+                        "excluded_peers": {peer: sorted(set(by)) for peer, by in sorted(excluded.items())}}}

@@ -106,3 +106,36 @@ def test_the_time_model() -> None:
     assert got["origin_seconds"] == pytest.approx(4 * 16) and got["peer_waves"] == 3
     with pytest.raises(FanoutError):
         predict_seconds([], 1, 1, 1)
+
+
+def test_bytes_per_source_follow_the_takeovers() -> None:
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.model_fanout import file_bytes_by_source
+    assert file_bytes_by_source([{"from": "n4", "at": 0}, {"from": "n2", "at": 1000}], 5000) == {"n4": 1000, "n2": 4000}
+    assert file_bytes_by_source([{"from": "origin", "at": 0}], 10) == {"origin": 10}
+    assert file_bytes_by_source([], 10) == {}
+
+
+def test_the_rollout_report_names_sources_origin_bytes_and_the_prediction() -> None:
+    from ansible_collections.aiinfra.datapath.plugins.plugin_utils.model_fanout import rollout_report
+    size = 100 << 20
+
+    def result(started: float, finished: float, parts: list[dict], excluded: list[str] | None = None) -> dict:
+        return {"started": started, "finished": finished, "models": [{
+            "name": "m", "version": "v1", "bytes_moved": size, "files": [{"path": "w", "size": size}],
+            "sources": {"w": parts}, "excluded_peers": excluded or []}]}
+
+    racks = {"a1": "a", "a2": "a", "b1": "b", "b2": "b"}
+    results = {"a1": result(0, 2, [{"from": "origin", "at": 0}]), "b1": result(0, 2, [{"from": "origin", "at": 0}]),
+               "a2": result(2, 3, [{"from": "a1", "at": 0}]),
+               "b2": result(2, 3.5, [{"from": "b3", "at": 0}, {"from": "b1", "at": 10}], excluded=["b9"])}
+    report = rollout_report(results, racks, size, origin_rate=100 << 20, node_rate=100 << 20)
+    cluster = report["cluster"]
+    assert cluster["origin_bytes"] == 2 * size == cluster["origin_bytes_limit"]  # racks x S
+    assert cluster["wall_seconds"] == 3.5 and cluster["last_node_seconds"] == 3.5
+    assert cluster["predicted_seconds"] == pytest.approx(2 + 1)  # seeds share the origin, then one peer wave
+    assert cluster["excluded_peers"] == {"b9": ["b2"]}
+    timed = rollout_report(results, racks, size, 100 << 20, 100 << 20, run_started=-0.5, run_finished=4.0)
+    assert timed["cluster"]["wall_seconds"] == 4.5 and timed["cluster"]["last_node_seconds"] == 4.0
+    assert report["nodes"]["b2"]["files"] == [{"model": "m@v1", "path": "w", "from": ["b3", "b1"],
+                                               "bytes": {"b3": 10, "b1": size - 10}}]
+    assert report["nodes"]["a2"]["seconds"] == 1.0 and report["nodes"]["a2"]["rack"] == "a"
