@@ -156,3 +156,57 @@ def test_a_cache_others_can_write_is_never_served(cache: Path) -> None:
     os.chmod(cache, 0o777)
     with pytest.raises(Exception, match="writable"):
         PeerServer(str(cache), VERSIONS, SERVER, [PEER], TOKEN, lifetime=30)
+
+
+def test_a_peer_that_redirects_is_passed_over_and_never_gets_followed(tmp_path: Path, cache: Path) -> None:
+    """A compromised peer answers with a redirect to a host of its choosing (to learn the run's token, or to
+    make the node fetch from an internal service): the redirect is not followed, the next source serves."""
+    import hashlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.peer import PeerSource
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import LocalSource
+    from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import Transfer
+
+    seen: list[dict[str, str]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            seen.append(dict(self.headers))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    collector = HTTPServer((STRANGER, 0), Collector)
+
+    class Redirector(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", f"http://{STRANGER}:{collector.server_address[1]}/grab")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    redirector = HTTPServer((PEER, 0), Redirector)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (collector, redirector)]
+    for thread in threads:
+        thread.start()
+    try:
+        source = PeerSource([("evil", f"http://{PEER}:{redirector.server_address[1]}/llama/v1")],
+                            LocalSource(str(cache / "llama" / "v1")), TOKEN, timeout=5)
+        stage = tmp_path / "stage"
+        entry = {"path": "config.json", "sha256": hashlib.sha256(b"{}").hexdigest(), "expected_size": 2}
+        Transfer(retries=1).fetch_file({"what": "llama@v1", "name": "llama", "version": "v1"}, source, str(stage),
+                                       entry)
+        assert (stage / "config.json.part").read_bytes() == b"{}"
+        assert seen == [] and source.sources["config.json"] == [{"from": "origin", "at": 0}]
+    finally:
+        for srv in (collector, redirector):
+            srv.shutdown()
+            srv.server_close()

@@ -39,6 +39,7 @@ import time
 from http.client import HTTPException
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote
+from urllib.request import HTTPRedirectHandler, build_opener
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache import safe
 from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sources import (
@@ -256,6 +257,14 @@ class _PeerHttp(HttpSource):
 
     def __init__(self, base, token, timeout):
         HttpSource.__init__(self, base, headers={"Authorization": "Bearer " + token}, timeout=timeout)
+        self.opener = build_opener(_NoRedirect())  # a peer that redirects is passed over, the token stays here
+
+
+class _NoRedirect(HTTPRedirectHandler):
+    """Peers serve their own copy or nothing: a redirect is an error (HTTPError 3xx), never followed."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
 
 
 class PeerSource(object):
