@@ -197,6 +197,7 @@ class PeerServer(object):
         self.thread = None
         self.timer = None
         self.stopped = threading.Event()
+        self._stopping = False
 
     def open_file(self, name, version, rel):
         parent, leaf = os.path.split(rel)
@@ -236,14 +237,18 @@ class PeerServer(object):
         return self
 
     def stop(self):
-        if self.stopped.is_set():
-            return
-        self.stopped.set()
+        """Stops serving and closes the listener; ``wait()`` returns once nothing listens any more."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
         if self.timer is not None:
             self.timer.cancel()
-        self.server.shutdown()
+        if self.thread is not None:
+            self.server.shutdown()
         self.server.server_close()
         os.close(self.root_fd)
+        self.stopped.set()
 
     def wait(self, timeout=None):
         return self.stopped.wait(timeout)
