@@ -76,21 +76,21 @@ def test_the_planned_peer_with_the_token_gets_the_published_file_and_ranges(serv
     status, body, headers = ask(server, "/llama/v1/weights/model.bin", headers={"Range": "bytes=1000-"})
     assert status == 206 and body == WEIGHTS[1000:]
     assert headers["Content-Range"] == f"bytes 1000-{len(WEIGHTS) - 1}/{len(WEIGHTS)}"
-    status, body, _ = ask(server, "/llama/v1/weights/model.bin", headers={"Range": "bytes=5-9"})
+    status, body, _headers = ask(server, "/llama/v1/weights/model.bin", headers={"Range": "bytes=5-9"})
     assert (status, body) == (206, WEIGHTS[5:10])
     assert ask(server, "/llama/v1/weights/model.bin", headers={"Range": f"bytes={len(WEIGHTS)}-"})[0] == 416
     assert ask(server, "/llama/v1/config.json", method="HEAD")[0] == 200
 
 
 def test_a_stranger_on_the_fabric_is_refused(server: PeerServer) -> None:
-    status, body, _ = ask(server, "/llama/v1/weights/model.bin", source=STRANGER)
+    status, body, _headers = ask(server, "/llama/v1/weights/model.bin", source=STRANGER)
     assert status == 403 and WEIGHTS[:64] not in body
     assert STRANGER in server.refused
 
 
 @pytest.mark.parametrize("token", [None, "", "b7" * 15 + "b8", "Bearer " + TOKEN])
 def test_without_the_runs_token_nothing_is_served(server: PeerServer, token: str | None) -> None:
-    status, body, _ = ask(server, "/llama/v1/weights/model.bin", token=token)
+    status, body, _headers = ask(server, "/llama/v1/weights/model.bin", token=token)
     assert status == 401 and WEIGHTS[:64] not in body
 
 
@@ -101,7 +101,7 @@ def test_without_the_runs_token_nothing_is_served(server: PeerServer, token: str
     "/llama/v1/weights", "//etc/passwd",
 ])
 def test_only_files_of_published_versions(server: PeerServer, path: str) -> None:
-    status, body, _ = ask(server, path)
+    status, body, _headers = ask(server, path)
     assert status == 404 and b"secret" not in body and b"partial" not in body
 
 
@@ -109,17 +109,17 @@ def test_a_link_swapped_into_a_version_is_not_followed(server: PeerServer, cache
     target = cache / "llama" / "v1" / "config.json"
     target.unlink()
     target.symlink_to(cache.parent / "secret")  # a pod with write access to the version swaps a link in
-    status, body, _ = ask(server, "/llama/v1/config.json")
+    status, body, _headers = ask(server, "/llama/v1/config.json")
     assert status == 404 and b"secret" not in body
     target.unlink()
     os.link(cache.parent / "secret", target)  # or a hard link to a file elsewhere
-    status, body, _ = ask(server, "/llama/v1/config.json")
+    status, body, _headers = ask(server, "/llama/v1/config.json")
     assert status == 404 and b"secret" not in body
 
 
 @pytest.mark.parametrize("method", ["PUT", "POST", "DELETE", "PATCH"])
 def test_read_only(server: PeerServer, cache: Path, method: str) -> None:
-    status, _body, _ = ask(server, "/llama/v1/config.json", method=method)
+    status, _body, _headers = ask(server, "/llama/v1/config.json", method=method)
     assert status in (405, 501)
     assert (cache / "llama" / "v1" / "config.json").read_bytes() == b"{}"
 
