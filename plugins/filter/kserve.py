@@ -160,6 +160,8 @@ def kserve_manifests(hosts: Any, hostvars: Any, subdir: str = "kserve", label_pr
         }))
 
     names: dict[str, str] = {}
+    limits = {o["name"]: _bytes(o["object"]["spec"]["storageLimit"]) for o in out}
+    cached: dict[str, list[tuple[str, int]]] = {cls: [] for cls in limits}
     for ref, entry in sorted(models.items()):
         model = entry["model"]
         uri = uris.get(ref)
@@ -181,6 +183,9 @@ def kserve_manifests(hosts: Any, hostvars: Any, subdir: str = "kserve", label_pr
         if name in names:
             raise AnsibleFilterError(f"kserve_manifests: {names[name]} and {ref} both become LocalModelCache {name}")
         names[name] = ref
+        quantity = size if isinstance(size, str) else _ceil_quantity(int(size))
+        for cls in entry["classes"]:
+            cached[cls].append((ref, _bytes(quantity) or 0))
         out.append(_entry("LocalModelCache", name, {
             "apiVersion": API_VERSION,
             "kind": "LocalModelCache",
@@ -188,10 +193,19 @@ def kserve_manifests(hosts: Any, hostvars: Any, subdir: str = "kserve", label_pr
                          "annotations": {"aiinfra.io/model": ref}},
             "spec": {
                 "sourceModelUri": str(uri),
-                "modelSize": size if isinstance(size, str) else _ceil_quantity(int(size)),
+                "modelSize": quantity,
                 "nodeGroups": sorted(entry["classes"]),
             },
         }))
+    for cls, held in sorted(cached.items()):
+        total, limit = sum(size for _ref, size in held), limits[cls]
+        if limit is not None and total > limit:
+            # KServe accepts the objects and the node agent's downloads fail on the nodes: refuse here
+            listed = ", ".join(f"{ref} {size}" for ref, size in sorted(held, key=lambda h: -h[1])[:5])
+            raise AnsibleFilterError(
+                f"kserve_manifests: the LocalModelCaches of node group {cls} take {total} bytes, more than its "
+                f"storageLimit {limit} ({listed}): raise k8s_manifests_kserve_storage_limit (the caches less "
+                "model_cache.reserve must hold it), use larger caches, or take models off the class's hosts")
     return {"objects": sorted(out, key=lambda e: e["file"]), "skipped": skipped}
 
 

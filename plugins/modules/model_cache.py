@@ -258,6 +258,34 @@ options:
       - Taken in check mode too, so that a check never plans against a cache another run is changing.
     type: path
     default: /run/aiinfra-datapath-model-cache.lock
+  peers:
+    description:
+      - Peer fan-out (docs/models.md, "Peer fan-out"). Nodes that already published a version and serve it
+        read-only to this node, in the order to try them (the controller's wave plan, rack-local first). Each
+        file is read from the first peer that answers; the origin (O(models[].source)) is the last resort.
+      - Every byte is verified against O(models[].files[].sha256) as from the origin. A peer whose bytes fail
+        verification is excluded for the rest of the run and named in C(excluded_peers) of RV(models), and the file
+        is fetched again, whole, from the next peer or the origin. A peer that dies mid-transfer costs a
+        C(Range) resume from the next one, never a failed version.
+      - Peers get the run's token (O(peer_token)) and nothing else; O(headers) and O(s3) credentials go to the
+        origin only.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The peer's inventory name (reported in C(sources) of RV(models)).
+        type: str
+        required: true
+      url:
+        description: The peer server, C(http://<fabric address>:<port>) (an IP address; no path, no credentials).
+        type: str
+        required: true
+  peer_token:
+    description:
+      - The run's token, sent to the peers as C(Authorization) C(Bearer); required with O(peers). At least 16
+        characters; a peer server answers nobody without it.
+    type: str
 notes:
   - Eviction deletes whole versions that no O(models) entry and no O(pinned) entry names. A
     version is only ever evicted when its metadata exists (a directory placed by hand below
@@ -325,6 +353,9 @@ models:
       everything else, such as requests, opening files and the pauses between retries.
     - C(bottleneck) names the largest of them, or is null when nothing was transferred. For
       example, V(disk) on a warm-up means that a faster source would not have helped.
+    - C(sources) says, per file fetched, where its bytes came from, in order - a list of C(from) (V(origin) or a
+      peer's name) and C(at) (the byte it took over at; a resume after a peer died starts past 0).
+      C(excluded_peers) names the peers whose bytes failed verification in this run.
   returned: always
   type: list
   elements: dict
@@ -340,6 +371,8 @@ models:
       throughput_bytes_per_s: 1706387005
       stage_seconds: {source: 3.906, copy: 0.0, hash: 1.122, disk: 4.301, limit: 0.0, other: 0.083}
       bottleneck: disk
+      sources: {"config.json": [{from: gpu-node-02, at: 0}]}
+      excluded_peers: []
 evicted:
   description: Versions evicted (in check mode, that would be evicted) to honour the reserve.
   returned: always

@@ -199,3 +199,16 @@ def test_unknown_cache_size_names_the_host_and_the_fix() -> None:
     del hostvars["GPU-Node-01"]["nfd_labels_result"]
     with pytest.raises(AnsibleFilterError, match="cache size of GPU-Node-01 is unknown.*nfd_labels"):
         kserve_manifests(sorted(hostvars), hostvars)
+
+
+def test_the_models_of_a_node_group_must_fit_its_storage_limit() -> None:
+    """Issue 42: KServe accepts LocalModelCaches whose sizes add up to more than their node group's
+    storageLimit, and the downloads then fail on the nodes; the filter refuses, naming the group and the fix."""
+    # local-nvme caches llama (15,317 MiB rounded up) and mistral (13,813 MiB): 29,130 MiB (bert and phi-3 are
+    # skipped: KServe cannot read their sources, or their size is unknown)
+    kserve_manifests(sorted(HOSTVARS), HOSTVARS, storage_limit="29130Mi")
+    with pytest.raises(AnsibleFilterError, match=r"node group local-nvme take 30545018880 bytes, more than its "
+                                                 r"storageLimit 30543970304 \(llama-3-8b@2024-07-01 16061038592, "
+                                                 r"mistral_7b@v0.2 14483980288\).*"
+                                                 r"k8s_manifests_kserve_storage_limit"):
+        kserve_manifests(sorted(HOSTVARS), HOSTVARS, storage_limit="29129Mi")

@@ -25,7 +25,10 @@ __metaclass__ = type
 
 import hashlib
 import os
+import re
 import time
+
+from urllib.parse import quote
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Action, Capability
 from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.layout import (
@@ -41,6 +44,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.sour
     normalise_models,
     parse_manifest,
 )
+from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.peer import PeerSource
 from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.safe import DirFd
 from ansible_collections.aiinfra.datapath.plugins.module_utils._model_cache.transfer import STAGES, Transfer
 
@@ -73,6 +77,27 @@ def fs_bytes(path):
 DEFAULT_RESERVE_SHARE = 0.01
 DEFAULT_RESERVE_MIN = 64 << 20
 DEFAULT_RESERVE_MAX = 4 << 30
+
+
+_PEER_URL = re.compile(r"\Ahttp://(\[[0-9A-Fa-f:.]{2,45}\]|[0-9]{1,3}(\.[0-9]{1,3}){3}):[0-9]{1,5}\Z")
+
+
+def check_peers(peers, token):
+    """The planned peers (``[{name, url}]``, url ``http://<fabric address>:<port>``) and the run's token."""
+    if not peers:
+        return []
+    if not token or len(token) < 16:
+        raise ModelCacheError("peers need peer_token, the run's token (16 characters or more): a peer server "
+                              "answers nobody without it")
+    out = []
+    for peer in peers:
+        url = str(peer.get("url") or "").rstrip("/")
+        if not _PEER_URL.match(url):
+            raise ModelCacheError("peer %s: url %r is not http://<fabric address>:<port> (an IP address: peers are "
+                                  "reached on the fabric, without names, paths or credentials)"
+                                  % (peer.get("name"), peer.get("url")))
+        out.append(dict(name=str(peer["name"]), url=url))
+    return out
 
 
 def default_reserve(path):
@@ -139,6 +164,11 @@ class ModelCache(Capability):
             file_mode=dict(type="str", default="0644"),
             dir_mode=dict(type="str", default="0755"),
             lock_file=dict(type="path", default=MODEL_CACHE_LOCK_PATH),
+            peers=dict(type="list", elements="dict", default=[], options=dict(
+                name=dict(type="str", required=True),
+                url=dict(type="str", required=True),
+            )),
+            peer_token=dict(type="str", no_log=True),
         )
 
     def lock_file(self):
@@ -168,6 +198,7 @@ class ModelCache(Capability):
         reserve = params.get("reserve_bytes")
         self.reserve = default_reserve(cache_dir) if reserve is None else int(reserve)
         self.warn_insecure_sources()
+        self.peers = check_peers(params.get("peers") or [], params.get("peer_token"))
         self.cache = CacheDir(cache_dir, file_mode=modes["file_mode"], dir_mode=modes["dir_mode"])
         retries = params.get("retries")
         self.transfer = Transfer(retries=3 if retries is None else retries,
@@ -208,6 +239,11 @@ class ModelCache(Capability):
         models = []
         for item in self.items:
             source = make_source(item, self.params)
+            if self.peers:
+                # peer fan-out: the planned peers first, the origin last; every byte verified as from the origin
+                source = PeerSource([(p["name"], "%s/%s/%s" % (p["url"], quote(item["name"]), quote(item["version"])))
+                                     for p in self.peers], source, self.params["peer_token"],
+                                    timeout=self.params.get("timeout") or 30)
             files, manifest_sha = self.resolve_files(item, source)
             status, reason, records = self.cache.check_existing(item, files, verify)
             model = dict(item=item, source=source, files=files, manifest_sha256=manifest_sha, state=status,
@@ -393,6 +429,13 @@ class ModelCache(Capability):
         if outcome["seconds"] > 0:
             outcome["throughput_bytes_per_s"] = int(outcome["bytes_moved"] / outcome["seconds"])
         outcome.update(time_split(split, elapsed))
+        source = model["source"]
+        if getattr(source, "kind", None) == "peers":
+            outcome["sources"] = dict((e["path"], source.sources.get(e["path"], [])) for e in model["fetch"])
+            outcome["excluded_peers"] = sorted(source.excluded)
+        else:
+            outcome["sources"] = dict((e["path"], [{"from": "origin", "at": e.get("have") or 0}])
+                                      for e in model["fetch"])
         # every file verified: drop the suffixes, fix modes, fsync the tree, then publish
         records = self.cache.publish(item, final)
         outcome["files"] = final
@@ -416,7 +459,8 @@ class ModelCache(Capability):
                          path=self.cache.version_dir(item["name"], item["version"]),
                          files=[dict(path=f["path"], sha256=f["sha256"], size=f["size"]) for f in model["files"]],
                          bytes_moved=0, resumed_bytes=0, seconds=0.0, throughput_bytes_per_s=0,
-                         stage_seconds=dict.fromkeys(STAGES, 0.0), bottleneck=None)
+                         stage_seconds=dict.fromkeys(STAGES, 0.0), bottleneck=None, sources={},
+                         excluded_peers=[])
             if model["state"] == "present":
                 entry["status"] = "present"
             elif self.check_mode:

@@ -691,9 +691,30 @@ class Transfer(object):
             makedirs(staging, self.dir_mode)
             staging_fd = safe.open_root(staging)
         try:
-            return self._fetch_file(item, source, staging_fd, staging_path, entry, space_check, split)
+            while True:
+                try:
+                    return self._fetch_file(item, source, staging_fd, staging_path, entry, space_check, split)
+                except ModelCacheError as exc:
+                    # peer fan-out (peer.PeerSource): bytes that fail verification exclude every peer that
+                    # served part of them, and the file is fetched again, whole, from the next peer or the
+                    # origin; bad bytes from the origin fail the model as before
+                    named = self._corrupt_peers(source, entry["path"], exc)
+                    if not named:
+                        raise
+                    self.warn("%s: %s from peer %s failed verification (%s); %s excluded for the rest of the run, "
+                              "fetched again from the next peer or the origin"
+                              % (item["what"], entry["path"], ", ".join(named), exc, ", ".join(named)))
         finally:
             os.close(staging_fd)
+
+    @staticmethod
+    def _corrupt_peers(source, rel, exc):
+        """The peers excluded for ``exc`` (a checksum or size mismatch of a file read from peers), else []."""
+        if getattr(source, "kind", None) != "peers":
+            return []
+        if "actual_sha256" not in exc.result and "declared_size" not in exc.result:
+            return []
+        return source.corrupt(rel)
 
     def _fetch_file(self, item, source, staging_fd, staging_path, entry, space_check, split):
         """:meth:`fetch_file` below the staging directory's descriptor: the ``.part`` is reached

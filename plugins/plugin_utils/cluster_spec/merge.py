@@ -15,6 +15,7 @@ from .models import (
     Interface,
     K8s,
     NicConfig,
+    KServe,
     ProfileBody,
     Storage,
     SysctlSetting,
@@ -43,6 +44,7 @@ class Effective:
     storage: tuple[Storage, Origin] | None = None
     labels: dict[str, str] = field(default_factory=dict)
     local_volume_class: tuple[str, Origin] | None = None
+    kserve: tuple[KServe, Origin] | None = None
     topology: Topology | None = None
 
 
@@ -90,6 +92,8 @@ def _merge_k8s(eff: Effective, k8s: K8s, origin: Origin) -> None:
             eff.labels[key] = value
     if k8s.local_volume_class is not None:
         eff.local_volume_class = (k8s.local_volume_class, (origin[0], (*origin[1], "local_volume_class")))
+    if k8s.kserve is not None:
+        eff.kserve = (k8s.kserve, (origin[0], (*origin[1], "kserve")))
 
 
 def base_effective(spec: DatapathSpec) -> Effective:

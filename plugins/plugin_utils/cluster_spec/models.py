@@ -428,6 +428,26 @@ class Storage(SpecModel):
     WWN; never a kernel name such as /dev/nvme1n1."""
 
 
+class KServe(SpecModel):
+    """KServe's local model cache on the NVMe cache (docs/models.md): what its node agent expects of the node.
+
+    KServe does not check these itself; the spec checks them on every node that sets this section."""
+
+    subdir: RelPath = "kserve"
+    """The LocalModelNodeGroup's local volume, below the storage mount (its local.path is <mount>/<subdir>);
+    never the model_cache directory (KServe's agent deletes folders it does not know)."""
+    agent_host_path: MountPath = "/mnt/models"
+    """The hostPath of KServe's node agent DaemonSet (Helm value kserve.localmodel.agent.hostPath); it must equal
+    local.path, or the agent never sees what its download jobs wrote and starts them again."""
+    agent_uid: Annotated[int, Strict(), Field(ge=0, le=4294967294)] = 1000
+    """The node agent's user (securityContext.runAsUser; 1000 in KServe's chart): owner of <mount>/<subdir>."""
+    agent_gid: Annotated[int, Strict(), Field(ge=0, le=4294967294)] = 1000
+    """The download jobs' group (the localModel fsGroup; 1000 by default): group of <mount>/<subdir>."""
+    storage_limit: Size | None = None
+    """The LocalModelNodeGroup's storageLimit (bytes or '1600GiB'); the sizes of the models a node holds must fit
+    it. null: the smallest cache of the class less model_cache.reserve, checked when the manifests are rendered."""
+
+
 class K8s(SpecModel):
     """Kubernetes integration: node-feature-discovery labels, local volume class."""
 
@@ -435,6 +455,8 @@ class K8s(SpecModel):
     """Node labels (written to NFD features.d); null removes an inherited label."""
     local_volume_class: DnsName | None = None
     """StorageClass name for local volumes on the NVMe cache mount."""
+    kserve: KServe | None = None
+    """KServe's local model cache on this node's NVMe cache; null: not used (no KServe checks)."""
 
 
 class Topology(SpecModel):
@@ -768,6 +790,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     FabricSwitch,
     MeasureSaturation,
     MeasureBaseline, MeasureCheckpoint, MeasureSmallFiles, MeasureFileSet,
+    KServe,
 )
 
 

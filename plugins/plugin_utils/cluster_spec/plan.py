@@ -13,6 +13,7 @@ from typing import Any
 from ._node import derived
 from ._types import PAGE_BYTES
 from .checks import effective_issues, interface_key, pool_count, roce_mtu, roce_tos
+from .checks_kserve import kserve_issues
 from .errors import SpecError, SpecValidationError, join_path
 from .merge import Effective, effective
 from .models import DatapathSpec, Fabric, HugePagePool, Interface
@@ -383,6 +384,7 @@ class Planner:
             eff, issues = broken
         errors = [SpecError(join_path(origin[1], origin[0]), message, hint, host) for origin, message, hint in issues]
         errors.extend(model_issues(self.spec, eff, host, group_list, named, self._listed[1].get(host, {})))
+        errors.extend(kserve_issues(self.spec, eff, host, held_models(self.spec, eff, named)))
         if errors:
             self._broken[key] = (eff, issues)
             raise SpecValidationError(errors)
