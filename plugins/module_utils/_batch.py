@@ -27,11 +27,13 @@ from ansible.module_utils.errors import UnsupportedError
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, run
 from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import KernelCmdline
+from ansible_collections.aiinfra.datapath.plugins.module_utils._ebpf_readiness import EbpfReadiness
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, HugePages, memory_facts
 from ansible_collections.aiinfra.datapath.plugins.module_utils._link_mtu import LinkMtu
 from ansible_collections.aiinfra.datapath.plugins.module_utils._metrics_textfile import MetricsTextfile
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_affinity import NicAffinity
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import NicFirmware
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
 from ansible_collections.aiinfra.datapath.plugins.module_utils._roce_qos import RoceQos
@@ -42,7 +44,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned_profile im
 # The capabilities datapath_run dispatches, in the order the datapath role applies them
 # (kernel and memory -> network -> storage -> Kubernetes).
 BACKENDS = dict((cls.name, cls) for cls in (
-    SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RoceQos, NicFirmware, NvmeLayout, NfdLabels))
+    SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RoceQos, NicFirmware, NicAffinity, EbpfReadiness,
+    NvmeLayout, NfdLabels))
 
 
 def run_call(runner, name, args, check_mode=False, diff=False, cls=None):

@@ -27,6 +27,7 @@ description:
     (M(aiinfra.datapath.datapath_run)) - M(aiinfra.datapath.sysctl_profile),
     M(aiinfra.datapath.hugepages), M(aiinfra.datapath.kernel_cmdline),
     M(aiinfra.datapath.link_mtu), M(aiinfra.datapath.roce_qos), M(aiinfra.datapath.nic_firmware),
+    M(aiinfra.datapath.nic_affinity), M(aiinfra.datapath.ebpf_readiness),
     M(aiinfra.datapath.nvme_layout), M(aiinfra.datapath.nfd_labels). It stops at the first
     capability that fails.
   - Between runs the controller keeps each host's plan (and the payload sent to the node) under
@@ -98,10 +99,10 @@ options:
         C(nvme_layout) and C(nfd_labels).
     type: list
     elements: str
-    choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nvme_layout,
-              nfd_labels, sysctl, nvme_cache, k8s_node]
-    default: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nvme_layout,
-              nfd_labels]
+    choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nic_affinity,
+              ebpf_readiness, nvme_layout, nfd_labels, sysctl, nvme_cache, k8s_node]
+    default: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware, nic_affinity,
+              ebpf_readiness, nvme_layout, nfd_labels]
   metrics:
     description:
       - Also write the converge metrics (C(aiinfra_datapath_site.prom), the families of

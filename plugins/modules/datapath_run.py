@@ -47,7 +47,7 @@ options:
         type: str
         required: true
         choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, roce_qos, nic_firmware,
-                  nvme_layout, nfd_labels]
+                  nic_affinity, ebpf_readiness, nvme_layout, nfd_labels]
       args:
         description: The module's arguments, as in a task.
         type: dict

@@ -177,6 +177,24 @@ CASES: list[tuple[str, Callable[[Spec], Any], str, str]] = [
     ("measure-gates-not-empty", lambda s: s.update(measure={"gates": {
         "outlier_ratio": 0, "default": {"max_retransmit_share": None, "max_loss_pct": None}}}),
      "datapath.measure.gates.outlier_ratio", "outlier_ratio is 0 and no gate is set"),
+    ("nic-channels-given", lambda s: prof(s).update(nic_affinity={"channels": {}}),
+     "datapath.profiles[0].nic_affinity.channels", "channels sets no count"),
+    ("nic-rings-given", lambda s: prof(s).update(nic_affinity={"rings": {}}),
+     "datapath.profiles[0].nic_affinity.rings", "rings sets no size"),
+    ("nic-affinity-cpus", lambda s: prof(s).update(nic_affinity={"cpus": "15-8"}),
+     "datapath.profiles[0].nic_affinity.cpus", "has a range that runs backwards"),
+    ("nic-affinity-cpus", lambda s: prof(s).update(nic_affinity={"cpus": "8-15", "exclude_cpus": "0-31"}),
+     "datapath.profiles[0].nic_affinity.exclude_cpus", "no CPU is left for the IRQs"),
+    ("ebpf-features", lambda s: prof(s).update(ebpf={"features": ["netkit"]}),
+     "datapath.profiles[0].ebpf.features", "netkit needs bpf-host-routing"),
+    ("ebpf-features", lambda s: prof(s).update(ebpf={"features": ["bpf-host-routing", "big-tcp"]}),
+     "datapath.profiles[0].ebpf.features", "big-tcp needs native-routing"),
+    ("ebpf-features", lambda s: prof(s).update(ebpf={"features": ["native-routing", "native-routing"]}),
+     "datapath.profiles[0].ebpf.features[1]", "native-routing is listed twice"),
+    ("host-stack-fabrics", lambda s: prof(s).update(nic_affinity={"fabrics": ["rail9"]}),
+     "datapath.profiles[0].nic_affinity.fabrics[0]", "fabric 'rail9' is not defined"),
+    ("host-stack-fabrics", lambda s: prof(s).update(ebpf={"fabric": "rail9"}),
+     "datapath.profiles[0].ebpf.fabric", "fabric 'rail9' is not defined"),
 ]
 
 
