@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--inventory-dir", help="where to write the inventory (default: inventories/lab)")
     up.add_argument("--server", type=_server, metavar="[NAME:]FABRIC",
                     help="add a source-server namespace NAME (default src) on FABRIC at .250 of its subnet")
+    up.add_argument("--queues", type=int, default=1,
+                    help="transmit and receive queues of each node NIC (veth numtxqueues/numrxqueues, default 1)")
     up.add_argument("--network", choices=("none", "networkd", "netplan"), default="none",
                     help="the nodes' network backend: none (the lab sets addresses and MTUs, default), "
                          "networkd (systemd-networkd runs in each node with its .network files), netplan "
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             config = LabConfig(name=args.name, nodes=args.nodes, fabrics=args.fabrics or list(DEFAULT_FABRICS),
                                nvme_size=args.nvme_size, inventory_dir=args.inventory_dir, server=args.server,
-                               network=args.network, nvme_direct_io=args.nvme_direct_io)
+                               network=args.network, nvme_direct_io=args.nvme_direct_io, queues=args.queues)
             state = lab.up(config)
             print(f"inventory: {state['inventory_dir']}/hosts.yml")
             return 0

@@ -122,6 +122,9 @@ class LabConfig:
     # node's flushes wait for its own writes only, not for the host's write-out of a second,
     # page-cached copy of the image (docs/lab.md); off: the image goes through the host's page cache
     nvme_direct_io: bool = False
+    # transmit and receive queues of each node NIC (a veth with several takes ethtool -L rx N tx N, and has
+    # rps_cpus/xps_cpus per queue): what nic_affinity's lab test sets and re-applies
+    queues: int = 1
 
     def validate(self) -> None:
         if not self.name.isalnum() or len(self.name) > 6:
@@ -142,6 +145,8 @@ class LabConfig:
             if not 68 <= mtu <= 9216:
                 raise LabError(f"fabric {name}: MTU {mtu} outside 68..9216")
         parse_size(self.nvme_size)
+        if not 1 <= self.queues <= 16:
+            raise LabError(f"--queues {self.queues}: choose 1 to 16")
         if self.network not in boot.NETWORK_MODES:
             raise LabError(f"--network {self.network!r}: choose one of {', '.join(boot.NETWORK_MODES)}")
         if self.network == "netplan" and not shutil.which("netplan"):
@@ -422,8 +427,8 @@ class Lab:
                 sw = self.sw(fabric.name)
                 # Both ends are created directly inside their namespaces: no interface ever
                 # appears in the host's namespace.
-                run(["ip", "link", "add", fabric.ifname, "netns", ns, "type", "veth",
-                     "peer", "name", self.port(node), "netns", sw])
+                run(["ip", "link", "add", fabric.ifname, "netns", ns, *veth_queues(config.queues), "type", "veth",
+                     "peer", "name", self.port(node), "netns", sw, *veth_queues(config.queues)])
                 mac = "02:dd:%02x:%02x:%02x:%02x" % (_lab_byte(self.name), fabric.index, idx >> 8, idx & 0xFF)
                 addr = fabric.address(idx)
                 if config.network == "none":  # the lab provisions the node's network itself
@@ -738,8 +743,10 @@ class Lab:
         nic = state["nodes"][node]["interfaces"][fabric["name"]]
         shown = json.loads(run(["ip", "-n", sw, "-j", "link", "show", port]).stdout or "[]")
         port_mtu = shown[0]["mtu"] if shown else fabric["mtu"]
+        queues = int(state["config"].get("queues", 1))
         run(["ip", "-n", ns, "link", "del", nic["ifname"]])
-        run(["ip", "link", "add", nic["ifname"], "netns", ns, "type", "veth", "peer", "name", port, "netns", sw])
+        run(["ip", "link", "add", nic["ifname"], "netns", ns, *veth_queues(queues), "type", "veth", "peer", "name",
+             port, "netns", sw, *veth_queues(queues)])
         run(["ip", "-n", ns, "link", "set", nic["ifname"], "address", nic["mac"], "mtu", str(NETNS_DEFAULT_MTU)])
         run(["ip", "-n", sw, "link", "set", port, "mtu", str(port_mtu), "master", "br0", "up"])
         if provision:
@@ -940,7 +947,14 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
         found["network"] = config.network
     if config.nvme_direct_io:  # only when set, as the server: older labs keep comparing equal
         found["nvme_direct_io"] = True
+    if config.queues != 1:  # likewise
+        found["queues"] = config.queues
     return found
+
+
+def veth_queues(queues: int) -> list[str]:
+    """``ip link add`` options for a veth end with ``queues`` transmit and receive queues (none for one)."""
+    return [] if queues == 1 else ["numtxqueues", str(queues), "numrxqueues", str(queues)]
 
 
 def loop_direct_io(loop: str) -> bool:

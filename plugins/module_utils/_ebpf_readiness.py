@@ -434,5 +434,6 @@ class EbpfReadiness(Capability):
                     kernel_config=state["config_file"], bpffs={"mounted": self.bpffs_mounted,
                                                                "persisted": self.bpffs_persisted},
                     device=getattr(self, "mtu", {"device": self.device}),
-                    errors=len(errors), warnings=len([f for f in self.findings if f["severity"] == "warning"]),
+                    counts=dict((severity, len([f for f in self.findings if f["severity"] == severity]))
+                                for severity in ("error", "warning", "info")),
                     reboot_required=False)

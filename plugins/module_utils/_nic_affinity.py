@@ -290,10 +290,13 @@ class NicAffinity(Capability):
                     text = "ethtool %s %s %s" % (setflag, row["name"], " ".join("%s %d" % kv for kv in changes))
                     row_actions.append(Action(part, row["name"], text, after=dict(changes), diff=SECTIONS[part],
                                               before=dict((k, settings["current"].get(k)) for k, _v in changes)))
+            # one CPU per queue: the completion IRQs there are, the planned channels (a channel change may add
+            # IRQs and queues), else the transmit queues the device has now (the count must not follow the
+            # channels this very run changes, or a second run would plan again)
             count = max([e["index"] + 1 for e in row["completion"]] + [0])
-            planned_channels = (entry["channels"] or {})
-            count = max(count, planned_channels.get("combined") or 0, planned_channels.get("rx") or 0,
-                        planned_channels.get("tx") or 0, len(row["tx"]) if self.params["xps"] else 0)
+            planned = entry["channels"] or {}
+            planned_count = max(planned.get("combined") or 0, planned.get("rx") or 0, planned.get("tx") or 0)
+            count = max(count, planned_count or (len(row["tx"]) if self.params["xps"] else 0))
             key = tuple(pool)
             start = cursors.get(key, 0)
             sequence = [pool[(start + k) % len(pool)] for k in range(max(count, 1))]

@@ -152,14 +152,11 @@ device:
   description: The device checked, its MTU, the fabric and the MTU it must carry.
   returned: always
   type: dict
-errors:
-  description: How many findings are errors.
+counts:
+  description: How many findings of each severity.
   returned: always
-  type: int
-warnings:
-  description: How many findings are warnings.
-  returned: always
-  type: int
+  type: dict
+  sample: {error: 1, warning: 0, info: 0}
 reboot_required:
   description: Always false.
   returned: always
