@@ -100,7 +100,8 @@ def test_site_places_the_queues_installs_the_unit_and_checks_the_ebpf_datapath(d
     assert affinity["changed"] is True and not affinity.get("failed"), affinity
     assert channels(lab) == (2, 2)
     assert queue_masks(lab) == the_plan(lab)
-    assert lab.sh("node1", f"test -f {UNIT_FILE} && test -L {UNIT_LINK} && test -f {STATE}", check=False).returncode == 0
+    installed = lab.sh("node1", f"test -f {UNIT_FILE} && test -L {UNIT_LINK} && test -f {STATE}", check=False)
+    assert installed.returncode == 0
     assert any(UNIT_NAME in note and "next boot" in note for note in affinity["notes"])  # no systemd in a lab node
     saved = json.loads(lab.sh("node1", f"cat {STATE}").stdout)
     assert saved["interfaces"][RDMA_IF]["channels"] == {"rx": 2, "tx": 2}
