@@ -48,7 +48,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
-            "storage", "nfd", "topology", "last_run")
+            "storage", "nfd", "topology", "last_run", "nic_affinity", "ebpf")
 LAST_RUN_FILE = "/var/lib/aiinfra-datapath/last-run.json"  # written by playbooks/local.yml (pull mode)
 LAST_RUN_KEYS = ("node", "result", "error", "finished", "revision", "check_mode", "reboot_required")
 NFD_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -127,6 +127,8 @@ class DatapathFacts(Capability):
             storage_devices=dict(type="list", elements="str", default=[]),
             mount_paths=dict(type="list", elements="str", default=[]),
             last_run_file=dict(type="path", default=LAST_RUN_FILE),
+            nic_affinity=dict(type="dict"),
+            ebpf=dict(type="dict"),
         )
 
     def __init__(self, params, node):
@@ -422,6 +424,49 @@ class DatapathFacts(Capability):
             out[key] = [str(item) for item in value] if isinstance(value, list) else []
         return out
 
+    def _engine_params(self, cls, wanted):
+        params = dict((key, spec.get("default")) for key, spec in cls.options().items())
+        params.update((key, value) for key, value in wanted.items() if key in params and value is not None)
+        params["root"] = self.params.get("root") or "/"
+        return params
+
+    def nic_affinity(self):
+        """``nic_affinity``'s read and plan of the plan part given (the same engine, nothing changed): what a run
+        would change (``actions``: the drift), each interface's IRQs and CPUs, notes; None without the part."""
+        wanted = self.params.get("nic_affinity")
+        if not wanted:
+            return None
+        from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+        from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_affinity import NicAffinity
+
+        engine = NicAffinity(self._engine_params(NicAffinity, wanted), self.node)
+        try:
+            engine.validate()
+            state = engine.read()
+            actions = engine.plan(state)
+        except CapabilityError as exc:
+            return {"error": exc.msg, "actions": [], "interfaces": [], "misplaced": [], "irqbalance": None}
+        rows = engine._rows_out(after=False)
+        return {"error": None, "actions": [a.public() for a in actions], "interfaces": rows,
+                "misplaced": engine.misplaced, "irqbalance": engine.irqbalance, "notes": engine.notes}
+
+    def ebpf(self):
+        """``ebpf_readiness``'s findings for the plan part given (the same checks); None without the part."""
+        wanted = self.params.get("ebpf")
+        if not wanted:
+            return None
+        from ansible_collections.aiinfra.datapath.plugins.module_utils._ebpf_readiness import (
+            EbpfReadiness,
+            ready_features,
+        )
+
+        params = self._engine_params(EbpfReadiness, wanted)
+        params["persist_bpffs"] = False
+        engine = EbpfReadiness(params, self.node)
+        findings = engine.evaluate(engine.read())
+        return {"findings": findings, "features": ready_features(list(params["features"] or []), findings),
+                "ready": not any(f["severity"] == "error" for f in findings)}
+
     # -- all ----------------------------------------------------------------------------
     def collect(self):
         facts = {"version": FACTS_VERSION, "gathered": [s for s in SECTIONS if s in self.gather]}
@@ -441,6 +486,8 @@ class DatapathFacts(Capability):
         facts["nfd"] = self._section("nfd", self.nfd)
         facts["topology"] = self._section("topology", self.topology)
         facts["last_run"] = self._section("last_run", self.last_run)
+        facts["nic_affinity"] = self._section("nic_affinity", self.nic_affinity)
+        facts["ebpf"] = self._section("ebpf", self.ebpf)
         facts["unavailable"] = dict(sorted(self.unavailable.items()))
         facts["notes"] = self.notes
         return facts

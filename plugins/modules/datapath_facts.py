@@ -51,8 +51,10 @@ options:
         device-backed NICs to C(interfaces); V(topology) fills C(topology).
     type: list
     elements: str
-    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
-    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run]
+    choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
+              nic_affinity, ebpf]
+    default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
+              nic_affinity, ebpf]
   sysctl_keys:
     description:
       - Sysctl keys to read, dotted (V(net.ipv4.tcp_rmem)) or slashed (V(net/ipv4/tcp_rmem)).
@@ -82,6 +84,16 @@ options:
         revision.
     type: path
     default: /var/lib/aiinfra-datapath/last-run.json
+  nic_affinity:
+    description:
+      - The plan's C(nic_affinity) part. The C(nic_affinity) section is what M(aiinfra.datapath.nic_affinity) reads
+        and would change with it (the same code, nothing changed); without it the section is V(null).
+    type: dict
+  ebpf:
+    description:
+      - The plan's C(ebpf_readiness) part (with C(interfaces), the plan's C(link_mtu.interfaces)). The C(ebpf)
+        section is the findings of M(aiinfra.datapath.ebpf_readiness) (the same checks); without it V(null).
+    type: dict
 extends_documentation_fragment:
   - aiinfra.datapath.node
 seealso:
@@ -198,6 +210,15 @@ ansible_facts:
                    "result": "succeeded", "error": null, "finished": "2026-12-03T18:00:00Z",
                    "revision": "3f1c2e0", "check_mode": false, "reboot_required": false,
                    "changed": ["sysctl_profile"], "failed": []}
+        nic_affinity:
+          description:
+            - What nic_affinity would change now (C(actions), the drift), each planned interface with its CPUs and
+              completion IRQs (C(interfaces)), the IRQs off their planned CPU (C(misplaced)), irqbalance, notes;
+              C(error) when the plan cannot be taken (an interface missing, no CPU left).
+          type: dict
+        ebpf:
+          description: The eBPF datapath findings (C(findings)), per feature whether it is ready, and C(ready).
+          type: dict
         unavailable:
           description: Section -> why it could not be read.
           type: dict
