@@ -36,7 +36,7 @@ description:
   - The kernel and the drivers undo a one-time pinning (a link that comes up, a driver reload, a channel
     change, XPS reset by the driver's open). With O(reapply) the saved plan
     (C(/etc/aiinfra-datapath/nic_affinity.json)) is applied again by C(aiinfra-datapath-nic-affinity.service),
-    which runs this module's own re-apply code (C(/usr/local/libexec/aiinfra-datapath/nic-affinity-apply)):
+    which runs this module's own re-apply code, C(/usr/local/libexec/aiinfra-datapath/nic-affinity-apply),
     once at boot, then for every planned link that comes up, within milliseconds of the netlink event.
 author:
   - aiinfra.datapath contributors (@aiinfra)

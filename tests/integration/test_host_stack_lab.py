@@ -141,6 +141,7 @@ def test_a_link_flap_gets_the_saved_queue_plan_back_within_two_seconds(dp43) -> 
     up = time.monotonic()
     while time.monotonic() - up < REAPPLY_BOUND:
         if channels(lab) == (2, 2) and queue_masks(lab) == wanted:
+            print(f"saved queue plan back {time.monotonic() - up:.2f} s after the link came up (polled)")
             break
         time.sleep(0.05)
     assert channels(lab) == (2, 2) and queue_masks(lab) == wanted, \

@@ -119,7 +119,7 @@ def test_a_kernel_without_netkit_and_netkit_planned_is_an_error_finding(node) ->
     assert section["ready"] is False and section["features"] == {"native-routing": True, "netkit": False}
     found = audit({"ebpf": section}, ebpf_readiness=ebpf)
     errors = [f for f in found if f["severity"] == "error"]
-    # netkit came with 6.7 and the 6.6 config has no CONFIG_NETKIT: both named
+    # Cilium needs 6.8 for netkit and the 6.6 config has no CONFIG_NETKIT: both named
     assert [(f["check"], f["key"], f["kind"]) for f in errors] == [
         ("ebpf-kernel", "kernel.netkit", "finding"), ("ebpf-kernel-config", "kernel-config.netkit", "finding")]
     assert "CONFIG_NETKIT" in errors[1]["reason"]
