@@ -18,7 +18,8 @@ holder (the inventory's ProxyCommand names its PID) and resets everything else a
    (``netplan generate``, then systemd-networkd and its wait-online; ``ifup -a`` where
    /etc/network/interfaces exists; the lab's own provisioning when the node has no backend),
    ``mount -a``, then the units installed on this node (its overlay's own
-   ``*.target.wants`` links) that are enabled, ordered by their After=/Before=.
+   ``*.target.wants`` links) that are enabled, ordered by their After=/Before=: oneshot units run to
+   their end, simple and exec services are started in the background (``start_service``).
 
 Global kernel state (vm.*, kernel.*, fs.*, the HugePage pool, THP) is shared with the host and
 never reset: what the boot would set from the node's own files is read from systemd-sysctl's
@@ -380,7 +381,7 @@ def reboot(lab: Lab, node: str) -> dict[str, Any]:
          + (f"; not mounted: {', '.join(missing)}" if missing else ""))
     report["units"] = run_units(lab, node)
     for unit in report["units"]:
-        if unit["result"] not in ("ok", "skipped"):
+        if unit["result"] not in ("ok", "skipped", "started"):
             report["problems"].append(f"{unit['unit']}: {unit['result']}")
     step("units", ", ".join(f"{u['unit']} {u['result']}" for u in report["units"]) or "none installed")
 
@@ -480,8 +481,35 @@ def start_network(lab: Lab, node: str, state: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+SERVICE_TYPES = ("simple", "exec")  # long-running services: started in the background, as systemd would
+UNIT_LOGS = "/run/datapath-lab/units"  # inside a node: each started service's stdout and stderr (no journal)
+
+
+def start_service(lab: Lab, node: str, name: str, unit: Unit) -> dict[str, Any]:
+    """A ``Type=simple``/``exec`` service of the node: its ``ExecStartPre=`` lines in order, then its one
+    ``ExecStart=`` in the background, in its own session, output to ``UNIT_LOGS/NAME.log`` in the node.
+    What systemd adds is not simulated: no restart on failure, no journal, no stop at shutdown (the next
+    reboot ends it with every other process of the node)."""
+    for line in _exec_lines(unit, "ExecStartPre"):
+        done = _in_node(lab, node, shlex.split(line.lstrip().lstrip("-@+!:")), timeout=120)
+        if done.returncode != 0 and not line.lstrip().startswith("-"):
+            return {"unit": name, "result": f"failed (ExecStartPre rc {done.returncode})"}
+    lines = _exec_lines(unit, "ExecStart")
+    if len(lines) != 1:
+        return {"unit": name, "result": f"failed ({len(lines)} ExecStart= lines; a service has one)"}
+    argv = shlex.split(lines[0].lstrip().lstrip("-@+!:"))
+    log = f"{UNIT_LOGS}/{name}.log"
+    started = _in_node(lab, node, ["/bin/sh", "-c", 'mkdir -p "$1" || exit 1; log=$2; shift 2; '
+                                   'setsid "$@" </dev/null >>"$log" 2>&1 & echo $!', "sh", UNIT_LOGS, log, *argv])
+    pid = started.stdout.strip()
+    if started.returncode != 0 or not pid.isdigit():
+        return {"unit": name, "result": f"failed (not started: {started.stderr.strip()[-200:]})"}
+    return {"unit": name, "result": "started", "pid": int(pid), "log": log}
+
+
 def run_units(lab: Lab, node: str) -> list[dict[str, Any]]:
-    """Run the oneshot units installed and enabled on this node, in their declared order."""
+    """Run the oneshot units installed and enabled on this node, in their declared order, and start its
+    long-running services (``start_service``)."""
     upper = os.path.join(lab.run_dir, "nodes", node, "upper")
     root = node_root(lab, node, lab.require_state())
     parsed: dict[str, Unit] = {}
@@ -500,8 +528,12 @@ def run_units(lab: Lab, node: str) -> list[dict[str, Any]]:
             results.append({"unit": name, "result": "skipped", "why": "ConditionPathExists"})
             continue
         kind = (unit["Service"].get("Type") or ["simple"])[-1] if "Service" in unit else None
+        if kind in SERVICE_TYPES:
+            results.append(start_service(lab, node, name, unit))
+            continue
         if kind != "oneshot":
-            results.append({"unit": name, "result": "skipped", "why": f"Type={kind}: only oneshot units are run"})
+            results.append({"unit": name, "result": "skipped",
+                            "why": f"Type={kind}: only oneshot, simple and exec services are run"})
             continue
         rc = 0
         for key in ("ExecStartPre", "ExecStart", "ExecStartPost"):

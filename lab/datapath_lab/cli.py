@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--addressing", choices=("shared-subnet", "per-rail-subnet"), default="shared-subnet",
                     help="rails in the fabric's one subnet on one bridge (default), or each rail in a subnet "
                          "(198.18.I+8R.0/24) on a bridge of its own")
+    up.add_argument("--queues", type=int, default=1,
+                    help="transmit and receive queues of each node NIC (veth numtxqueues/numrxqueues, default 1)")
     up.add_argument("--network", choices=("none", "networkd", "netplan"), default="none",
                     help="the nodes' network backend: none (the lab sets addresses and MTUs, default), "
                          "networkd (systemd-networkd runs in each node with its .network files), netplan "
@@ -217,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             config = LabConfig(name=args.name, nodes=args.nodes, fabrics=args.fabrics or list(DEFAULT_FABRICS),
                                nvme_size=args.nvme_size, inventory_dir=args.inventory_dir, server=args.server,
                                network=args.network, nvme_direct_io=args.nvme_direct_io, rails=args.rails,
-                               addressing=args.addressing)
+                               addressing=args.addressing, queues=args.queues)
             state = lab.up(config)
             print(f"inventory: {state['inventory_dir']}/hosts.yml")
             return 0

@@ -149,6 +149,9 @@ class LabConfig:
     # NICs per node on every fabric but the management one, and how they are addressed (docs/lab.md)
     rails: int = 1
     addressing: str = "shared-subnet"
+    # transmit and receive queues of each node NIC (a veth with several takes ethtool -L rx N tx N, and has
+    # rps_cpus/xps_cpus per queue): what nic_affinity's lab test sets and re-applies
+    queues: int = 1
 
     def validate(self) -> None:
         if not self.name.isalnum() or len(self.name) > 6:
@@ -178,6 +181,8 @@ class LabConfig:
                            f"{SERVER_HOST - 11} addresses): use fewer, or --addressing per-rail-subnet")
         if 1 + (len(self.fabrics) - 1) * self.rails > 32:
             raise LabError("too many NICs per node (at most 32): fewer fabrics or rails")
+        if not 1 <= self.queues <= 16:
+            raise LabError(f"--queues {self.queues}: choose 1 to 16")
         if self.network not in boot.NETWORK_MODES:
             raise LabError(f"--network {self.network!r}: choose one of {', '.join(boot.NETWORK_MODES)}")
         if self.network == "netplan" and not shutil.which("netplan"):
@@ -470,7 +475,8 @@ class Lab:
                     ifname, port = fabric.rail_ifname(rail), self.port(node, rail)
                     # Both ends are created directly inside their namespaces: no interface ever
                     # appears in the host's namespace.
-                    run(["ip", "link", "add", ifname, "netns", ns, "type", "veth", "peer", "name", port, "netns", sw])
+                    run(["ip", "link", "add", ifname, "netns", ns, *veth_queues(config.queues), "type", "veth",
+                         "peer", "name", port, "netns", sw, *veth_queues(config.queues)])
                     mac = "02:dd:%02x:%02x:%02x:%02x" % (_lab_byte(self.name), fabric.index | rail << 4, idx >> 8,
                                                          idx & 0xFF)
                     addr = fabric.address(idx, rail)
@@ -793,8 +799,10 @@ class Lab:
         nic = node_rails(state["nodes"][node], fabric["name"])[rail]
         shown = json.loads(run(["ip", "-n", sw, "-j", "link", "show", port]).stdout or "[]")
         port_mtu = shown[0]["mtu"] if shown else fabric["mtu"]
+        queues = int(state["config"].get("queues", 1))
         run(["ip", "-n", ns, "link", "del", nic["ifname"]])
-        run(["ip", "link", "add", nic["ifname"], "netns", ns, "type", "veth", "peer", "name", port, "netns", sw])
+        run(["ip", "link", "add", nic["ifname"], "netns", ns, *veth_queues(queues), "type", "veth", "peer", "name",
+             port, "netns", sw, *veth_queues(queues)])
         run(["ip", "-n", ns, "link", "set", nic["ifname"], "address", nic["mac"], "mtu", str(NETNS_DEFAULT_MTU)])
         run(["ip", "-n", sw, "link", "set", port, "mtu", str(port_mtu), "master", nic.get("bridge") or "br0", "up"])
         if provision:
@@ -1032,7 +1040,14 @@ def _config_dict(config: LabConfig) -> dict[str, Any]:
         found["nvme_direct_io"] = True
     if config.rails != 1 or config.addressing != "shared-subnet":  # the same: only when not the default
         found.update(rails=config.rails, addressing=config.addressing)
+    if config.queues != 1:  # likewise
+        found["queues"] = config.queues
     return found
+
+
+def veth_queues(queues: int) -> list[str]:
+    """``ip link add`` options for a veth end with ``queues`` transmit and receive queues (none for one)."""
+    return [] if queues == 1 else ["numtxqueues", str(queues), "numrxqueues", str(queues)]
 
 
 def loop_direct_io(loop: str) -> bool:

@@ -27,12 +27,14 @@ from ansible.module_utils.errors import UnsupportedError
 
 from ansible_collections.aiinfra.datapath.plugins.module_utils._capability import Node, run
 from ansible_collections.aiinfra.datapath.plugins.module_utils._cmdline import KernelCmdline
+from ansible_collections.aiinfra.datapath.plugins.module_utils._ebpf_readiness import EbpfReadiness
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._hugepages import NODE_ROOT, HugePages, memory_facts
 from ansible_collections.aiinfra.datapath.plugins.module_utils._link_mtu import LinkMtu
 from ansible_collections.aiinfra.datapath.plugins.module_utils._metrics_textfile import MetricsTextfile
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_labels import NfdLabels
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_config import NicConfig
+from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_affinity import NicAffinity
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_firmware import NicFirmware
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nvme_layout.layout import NvmeLayout
 from ansible_collections.aiinfra.datapath.plugins.module_utils._rail_routing import RailRouting
@@ -45,6 +47,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._tuned_profile im
 # (kernel and memory -> network -> storage -> Kubernetes).
 BACKENDS = dict((cls.name, cls) for cls in (
     SysctlProfile, HugePages, KernelCmdline, TunedProfile, LinkMtu, RailRouting, RoceQos, NicFirmware, NicConfig,
+    NicAffinity, EbpfReadiness,
     NvmeLayout, NfdLabels))
 
 

@@ -54,7 +54,7 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._sysctl import (
 
 FACTS_VERSION = 1
 SECTIONS = ("sysctl", "hugepages", "thp", "cmdline", "memory", "interfaces", "firmware", "qos",
-            "storage", "nfd", "topology", "last_run", "nic_config", "routing")
+            "storage", "nfd", "topology", "last_run", "nic_config", "nic_affinity", "ebpf", "routing")
 # gathered unless ``gather`` says otherwise; ``routing`` (the rails' rules and tables) is asked for by the audit
 DEFAULT_SECTIONS = SECTIONS[:-1]
 LAST_RUN_FILE = "/var/lib/aiinfra-datapath/last-run.json"  # written by playbooks/local.yml (pull mode)
@@ -139,6 +139,8 @@ class DatapathFacts(Capability):
             nic_config_tool=dict(type="str", choices=["auto", "mlxconfig", "mstconfig"], default="auto"),
             nic_config_arrays=dict(type="list", elements="str", default=[]),
             nic_config_state_file=dict(type="path", default=NIC_STATE_FILE),
+            nic_affinity=dict(type="dict"),
+            ebpf=dict(type="dict"),
         )
 
     def __init__(self, params, node):
@@ -458,6 +460,48 @@ class DatapathFacts(Capability):
             self.unavailable["routing"] = "no command runner"
             return None
         return routing_facts(self.host, self.runner, self._names())
+    def _engine_params(self, cls, wanted):
+        params = dict((key, spec.get("default")) for key, spec in cls.options().items())
+        params.update((key, value) for key, value in wanted.items() if key in params and value is not None)
+        params["root"] = self.params.get("root") or "/"
+        return params
+
+    def nic_affinity(self):
+        """``nic_affinity``'s read and plan of the plan part given (the same engine, nothing changed): what a run
+        would change (``actions``: the drift), each interface's IRQs and CPUs, notes; None without the part."""
+        wanted = self.params.get("nic_affinity")
+        if not wanted:
+            return None
+        from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
+        from ansible_collections.aiinfra.datapath.plugins.module_utils._nic_affinity import NicAffinity
+
+        engine = NicAffinity(self._engine_params(NicAffinity, wanted), self.node)
+        try:
+            engine.validate()
+            state = engine.read()
+            actions = engine.plan(state)
+        except CapabilityError as exc:
+            return {"error": exc.msg, "actions": [], "interfaces": [], "misplaced": [], "irqbalance": None}
+        rows = engine._rows_out(after=False)
+        return {"error": None, "actions": [a.public() for a in actions], "interfaces": rows,
+                "misplaced": engine.misplaced, "irqbalance": engine.irqbalance, "notes": engine.notes}
+
+    def ebpf(self):
+        """``ebpf_readiness``'s findings for the plan part given (the same checks); None without the part."""
+        wanted = self.params.get("ebpf")
+        if not wanted:
+            return None
+        from ansible_collections.aiinfra.datapath.plugins.module_utils._ebpf_readiness import (
+            EbpfReadiness,
+            ready_features,
+        )
+
+        params = self._engine_params(EbpfReadiness, wanted)
+        params["persist_bpffs"] = False
+        engine = EbpfReadiness(params, self.node)
+        findings = engine.evaluate(engine.read())
+        return {"findings": findings, "features": ready_features(list(params["features"] or []), findings),
+                "ready": not any(f["severity"] == "error" for f in findings)}
 
     # -- all ----------------------------------------------------------------------------
     def collect(self):
@@ -480,6 +524,8 @@ class DatapathFacts(Capability):
         facts["last_run"] = self._section("last_run", self.last_run)
         facts["nic_config"] = self._section("nic_config", self.nic_config)
         facts["routing"] = self._section("routing", self.routing)
+        facts["nic_affinity"] = self._section("nic_affinity", self.nic_affinity)
+        facts["ebpf"] = self._section("ebpf", self.ebpf)
         facts["unavailable"] = dict(sorted(self.unavailable.items()))
         facts["notes"] = self.notes
         return facts

@@ -22,6 +22,8 @@ from ansible_collections.aiinfra.datapath.plugins.module_utils._capability impor
     apply_file,
     file_action,
 )
+from ansible_collections.aiinfra.datapath.plugins.module_utils._ebpf_readiness import EbpfReadiness
+from ansible_collections.aiinfra.datapath.plugins.module_utils._ebpf_readiness import labels as ebpf_labels
 from ansible_collections.aiinfra.datapath.plugins.module_utils._errors import CapabilityError
 from ansible_collections.aiinfra.datapath.plugins.module_utils._nfd_rules import (
     NFD_MAX_FILE_BYTES,
@@ -117,6 +119,7 @@ class NfdLabels(Capability):
             path=dict(type="path", default=DEFAULT_FEATURES_FILE),
             topology=dict(type="bool", default=False),
             nccl_env=dict(type="path"),
+            ebpf=dict(type="dict"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
         )
 
@@ -145,7 +148,20 @@ class NfdLabels(Capability):
         nccl = self.params.get("nccl_env")
         return dict(file=self.root.read_raw(self.params["path"]), cache=self._cache(),
                     hugepages=self._hugepages(), fabrics=self._fabrics(), topology=self._topology(),
-                    nccl_file=self.root.read_raw(nccl) if nccl else None)
+                    nccl_file=self.root.read_raw(nccl) if nccl else None, ebpf=self._ebpf())
+
+    def _ebpf(self):
+        """ebpf_readiness's checks of the plan's ebpf section (the same engine): ``{datapath, features,
+        findings}``, or None without ``ebpf``."""
+        wanted = self.params.get("ebpf")
+        if not wanted:
+            return None
+        params = dict((key, spec.get("default")) for key, spec in EbpfReadiness.options().items())
+        params.update((key, value) for key, value in wanted.items() if key in params and value is not None)
+        params.update(persist_bpffs=False, root=self.params.get("root") or "/")
+        checker = EbpfReadiness(params, self.node)
+        findings = checker.evaluate(checker.read())
+        return {"datapath": params["datapath"], "features": list(params["features"] or []), "findings": findings}
 
     def _topology(self):
         """``node_topology``'s read (None without ``topology``); what it could not read stays unknown."""
@@ -301,4 +317,7 @@ def derived_labels(prefix, facts):
             roce_states.append(fabric["roce_ready"])
     if roce_states:
         out["%s/roce-ready" % prefix] = "true" if all(roce_states) else "false"
+    ebpf = facts.get("ebpf")
+    if ebpf:
+        out.update(ebpf_labels(prefix, ebpf["datapath"], ebpf["features"], ebpf["findings"]))
     return out

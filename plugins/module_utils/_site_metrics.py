@@ -16,7 +16,7 @@ __metaclass__ = type
 
 # the capabilities a converge reports on (tuned_profile only persists what others set)
 CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware",
-                "nic_config", "nvme_layout", "nfd_labels")
+                "nic_config", "nic_affinity", "ebpf_readiness", "nvme_layout", "nfd_labels")
 SOURCE = "site"
 HEARTBEAT = "aiinfra_datapath_converge_last_run_timestamp_seconds"
 
@@ -38,6 +38,16 @@ METRICS = (
     ("aiinfra_datapath_nic_config_apply_failed", ("pci", "psid"),
      "Firmware (NV) settings of the NIC still not Current after the reboot they were set for "
      "(nvconfig-not-applied-after-reboot; never rebooted for again): the number of parameters."),
+    ("aiinfra_datapath_nic_affinity_compliant", ("interface",),
+     "1 when every completion IRQ of a data interface runs on the CPU nic_affinity planned (NIC-local, outside "
+     "the reserved and isolated CPUs), 0 when one does not."),
+    ("aiinfra_datapath_nic_affinity_misplaced_ratio", ("interface",),
+     "Share of a data interface's completion IRQs that run on another CPU than planned (0..1)."),
+    ("aiinfra_datapath_ebpf_readiness_passed", (),
+     "1 when ebpf_readiness found nothing that keeps the node from the planned eBPF datapath, 0 when it did."),
+    ("aiinfra_datapath_ebpf_feature_passed", ("feature",),
+     "1 when the node is ready for a planned datapath feature (native-routing, bpf-host-routing, big-tcp, "
+     "netkit), 0 when not."),
 )
 _LABELS = dict((name, labels) for name, labels, _help in METRICS)
 
@@ -93,5 +103,21 @@ def site_families(apply_result):
                 pci=pci, psid=psid)
             add("aiinfra_datapath_nic_config_apply_failed", sum(1 for s in states if s == "not_applied"),
                 pci=pci, psid=psid)
+    affinity = _m(results.get("nic_affinity"))
+    if not affinity.get("skipped"):
+        for row in _l(affinity.get("interfaces")):
+            row = _m(row)
+            irqs = [_m(item) for item in _l(row.get("irqs")) if _m(item).get("cpu") is not None]
+            if not irqs:
+                continue
+            misplaced = len([i for i in irqs if not i.get("placed")])
+            add("aiinfra_datapath_nic_affinity_compliant", int(not misplaced), interface=row.get("interface"))
+            add("aiinfra_datapath_nic_affinity_misplaced_ratio", round(float(misplaced) / len(irqs), 6),
+                interface=row.get("interface"))
+    ebpf = _m(results.get("ebpf_readiness"))
+    if "ready" in ebpf and not ebpf.get("skipped"):
+        add("aiinfra_datapath_ebpf_readiness_passed", int(bool(ebpf.get("ready"))))
+        for feature, ready in sorted(_m(ebpf.get("features")).items()):
+            add("aiinfra_datapath_ebpf_feature_passed", int(bool(ready)), feature=feature)
     return [{"name": name, "help": help_text, "type": "gauge", "samples": samples[name]}
             for name, _labels, help_text in METRICS if name in samples]

@@ -31,7 +31,7 @@ description:
     (M(aiinfra.datapath.datapath_run)) - M(aiinfra.datapath.sysctl_profile),
     M(aiinfra.datapath.hugepages), M(aiinfra.datapath.kernel_cmdline),
     M(aiinfra.datapath.link_mtu), M(aiinfra.datapath.rail_routing), M(aiinfra.datapath.roce_qos),
-    M(aiinfra.datapath.nic_firmware),
+    M(aiinfra.datapath.nic_firmware), M(aiinfra.datapath.nic_affinity), M(aiinfra.datapath.ebpf_readiness),
     M(aiinfra.datapath.nvme_layout), M(aiinfra.datapath.nfd_labels). It stops at the first
     capability that fails.
   - Between runs the controller keeps each host's plan (and the payload sent to the node) under
@@ -105,9 +105,9 @@ options:
     type: list
     elements: str
     choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, rail_routing, roce_qos, nic_firmware,
-              nic_config, nvme_layout, nfd_labels, sysctl, nvme_cache, k8s_node]
+              nic_config, nic_affinity, ebpf_readiness, nvme_layout, nfd_labels, sysctl, nvme_cache, k8s_node]
     default: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, rail_routing, roce_qos, nic_firmware,
-              nic_config, nvme_layout, nfd_labels]
+              nic_config, nic_affinity, ebpf_readiness, nvme_layout, nfd_labels]
   metrics:
     description:
       - Also write the converge metrics (C(aiinfra_datapath_site.prom), the families of

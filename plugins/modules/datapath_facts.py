@@ -63,9 +63,9 @@ options:
     type: list
     elements: str
     choices: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
-              nic_config, routing]
+              nic_config, nic_affinity, ebpf, routing]
     default: [sysctl, hugepages, thp, cmdline, memory, interfaces, firmware, qos, storage, nfd, topology, last_run,
-              nic_config]
+              nic_config, nic_affinity, ebpf]
   sysctl_keys:
     description:
       - Sysctl keys to read, dotted (V(net.ipv4.tcp_rmem)) or slashed (V(net/ipv4/tcp_rmem)).
@@ -115,6 +115,16 @@ options:
     description: M(aiinfra.datapath.nic_config)'s record (what it set, with the boot id).
     type: path
     default: /var/lib/aiinfra-datapath/nic_config.json
+  nic_affinity:
+    description:
+      - The plan's C(nic_affinity) part. The C(nic_affinity) section is what M(aiinfra.datapath.nic_affinity) reads
+        and would change with it (the same code, nothing changed); without it the section is V(null).
+    type: dict
+  ebpf:
+    description:
+      - The plan's C(ebpf_readiness) part (with C(interfaces), the plan's C(link_mtu.interfaces)). The C(ebpf)
+        section is the findings of M(aiinfra.datapath.ebpf_readiness) (the same checks); without it V(null).
+    type: dict
 extends_documentation_fragment:
   - aiinfra.datapath.node
 seealso:
@@ -257,6 +267,15 @@ ansible_facts:
                    "tables": {"3101": [{"dst": "198.18.1.0/24", "dev": "ens2f0np0", "scope": "link"}]},
                    "addresses": {"ens2f0np0": ["198.18.1.15/24"]},
                    "sysctl": {"ens2f0np0": {"arp_ignore": "1", "arp_announce": "2", "rp_filter": "2"}}}
+        nic_affinity:
+          description:
+            - What nic_affinity would change now (C(actions), the drift), each planned interface with its CPUs and
+              completion IRQs (C(interfaces)), the IRQs off their planned CPU (C(misplaced)), irqbalance, notes;
+              C(error) when the plan cannot be taken (an interface missing, no CPU left).
+          type: dict
+        ebpf:
+          description: The eBPF datapath findings (C(findings)), per feature whether it is ready, and C(ready).
+          type: dict
         unavailable:
           description: Section -> why it could not be read.
           type: dict

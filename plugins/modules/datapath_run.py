@@ -50,7 +50,7 @@ options:
         type: str
         required: true
         choices: [sysctl_profile, hugepages, kernel_cmdline, tuned_profile, link_mtu, rail_routing, roce_qos,
-                  nic_firmware, nic_config, nvme_layout, nfd_labels]
+                  nic_firmware, nic_config, nic_affinity, ebpf_readiness, nvme_layout, nfd_labels]
       args:
         description: The module's arguments, as in a task.
         type: dict

@@ -129,6 +129,15 @@ options:
         RDMA NIC, and with O(state=absent), the file is removed.
       - Null writes no such file. The role passes C(/etc/aiinfra-datapath/nccl.env).
     type: path
+  ebpf:
+    description:
+      - The eBPF datapath section of the plan (its C(ebpf_readiness) part - C(datapath), C(features),
+        C(ip_families), C(device), C(fabric), C(fabric_mtu)). The node is checked as
+        M(aiinfra.datapath.ebpf_readiness) checks it (the same code) and labelled C(PREFIX/ebpf-ready)
+        (no error finding), C(PREFIX/ebpf-datapath) and C(PREFIX/ebpf-FEATURE) per planned feature
+        (C(true) or C(false)), so that workloads select nodes ready for the datapath.
+      - Null labels nothing of it. The role passes the plan's part.
+    type: dict
   state:
     description: C(absent) removes the file.
     type: str

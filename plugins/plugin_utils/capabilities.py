@@ -89,6 +89,12 @@ def _roce_interfaces(plan: Mapping[str, Any], variables: Mapping[str, Any]) -> A
     return _part(plan, "roce_qos").get("interfaces") or []
 
 
+def _ebpf_part(plan: Mapping[str, Any], variables: Mapping[str, Any]) -> Any:
+    """The plan's ebpf_readiness part, for the ebpf-* labels nfd_labels derives (None without one)."""
+    part = _part(plan, "ebpf_readiness")
+    return dict(part) if part else None
+
+
 def _some(*options: str) -> Callable[[Mapping[str, Any]], bool]:
     """Planned when any of ``options`` holds something (a non-empty list, a dict with a value)."""
     def planned(args: Mapping[str, Any]) -> bool:
@@ -174,6 +180,35 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
         Knob("connection_address", None, derive=_connection_address),  # never a firmware reset on this NIC
         Knob("fail_not_applied", True, module=False),  # the role's gate fails once, for every such host
     ), _some("configs")),
+    Capability("nic_affinity", ("network",), (), (
+        Knob("interfaces", PLAN),
+        Knob("irqs", PLAN),
+        Knob("cpus", PLAN),
+        Knob("exclude_cpus", PLAN),
+        Knob("kubelet_config", PLAN),
+        Knob("kubelet_reserved", PLAN),
+        Knob("tuned_isolated", PLAN),
+        Knob("channels", PLAN),
+        Knob("rings", PLAN),
+        Knob("rps", PLAN),
+        Knob("xps", PLAN),
+        Knob("irqbalance", PLAN),
+        Knob("reapply", PLAN),
+        Knob("persist", "auto"),
+        Knob("on_misplaced", "warn"),
+    ), _some("interfaces")),
+    Capability("ebpf_readiness", ("network",), (), (
+        Knob("datapath", PLAN),
+        Knob("features", PLAN),
+        Knob("ip_families", PLAN),
+        Knob("device", PLAN),
+        Knob("fabric", PLAN),
+        Knob("fabric_mtu", PLAN),
+        Knob("interfaces", None, derive=_fabric_interfaces),  # the device's fabric and MTU when it is not named
+        Knob("persist_bpffs", PLAN),
+        Knob("fstab", "/etc/fstab"),
+        Knob("fail", False, module=False),  # the role fails once, for every host, on an error finding
+    ), lambda args: bool(args.get("datapath"))),  # planned where the plan has an ebpf section
     Capability("nvme_layout", ("storage",), ("nvme_cache",), (
         Knob("devices", PLAN, old=("nvme_cache_devices",)),
         Knob("select", PLAN, old=("nvme_cache_select",)),
@@ -201,6 +236,7 @@ CAPABILITIES: dict[str, Capability] = {cap.name: cap for cap in (
              old=("k8s_node_features_file",)),
         Knob("topology", True),  # GPU/NIC labels from node_topology's read (none on a node without GPUs)
         Knob("nccl_env", "/etc/aiinfra-datapath/nccl.env"),  # NCCL hints; null: not written
+        Knob("ebpf", None, derive=_ebpf_part),  # the ebpf-* labels from ebpf_readiness's checks; null: none
         Knob("restart_kubelet", False, old=("k8s_node_restart_kubelet",), module=False),
         Knob("kubelet_service", "kubelet", old=("k8s_node_kubelet_service",), module=False),
     )),

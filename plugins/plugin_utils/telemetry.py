@@ -61,6 +61,12 @@ SITE_ORIGINS = {
                                                    "pending), per device the plan has an entry for",
     "aiinfra_datapath_nic_config_apply_failed": "nic_config devices[].params of datapath_apply (state not_applied: "
                                                 "nvconfig-not-applied-after-reboot)",
+    "aiinfra_datapath_nic_affinity_compliant": "nic_affinity interfaces[].irqs of datapath_apply: every placed "
+                                               "(effective_affinity_list read back after the write)",
+    "aiinfra_datapath_nic_affinity_misplaced_ratio": "nic_affinity interfaces[].irqs of datapath_apply: placed "
+                                                     "false / those it planned a CPU for",
+    "aiinfra_datapath_ebpf_readiness_passed": "ebpf_readiness ready of datapath_apply (no error finding)",
+    "aiinfra_datapath_ebpf_feature_passed": "ebpf_readiness features of datapath_apply",
 }
 CATALOGUE: tuple[Metric, ...] = (
     # -- site.yml --------------------------------------------------------------------------------

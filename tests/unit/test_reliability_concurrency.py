@@ -144,8 +144,8 @@ def test_every_state_changing_capability_waits_for_the_node_lock(tmp_path: Path,
     """Through the one runner: with the lock held elsewhere, no capability reads, plans or changes."""
     monkeypatch.setattr(_capability, "node_lock", functools.partial(_fs.node_lock, timeout=0.3, poll=0.05))
     writers = sorted(name for name, cls in _batch.BACKENDS.items() if not cls.read_only)
-    assert writers == ["hugepages", "kernel_cmdline", "link_mtu", "nfd_labels", "nic_config", "nvme_layout",
-                       "rail_routing", "roce_qos", "sysctl_profile", "tuned_profile"]
+    assert writers == ["hugepages", "kernel_cmdline", "link_mtu", "nfd_labels", "nic_affinity", "nic_config",
+                       "nvme_layout", "rail_routing", "roce_qos", "sysctl_profile", "tuned_profile"]
     root = tmp_path / "node"
     holder = _hold(root / "run" / "aiinfra-datapath.lock")
     try:

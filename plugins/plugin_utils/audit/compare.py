@@ -29,7 +29,7 @@ from ansible_collections.aiinfra.datapath.plugins.plugin_utils.topology_golden i
 
 # The capabilities findings belong to (named as the modules, roles and plan parts), in report order.
 CAPABILITIES = ("sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "rail_routing", "roce_qos", "nic_firmware",
-                "nic_config", "nvme_layout", "nfd_labels", "node_topology")
+                "nic_config", "nvme_layout", "nic_affinity", "ebpf_readiness", "nfd_labels", "node_topology")
 SEVERITIES = ("error", "warning", "info")
 KINDS = ("drift", "finding")
 FAIL_ON = ("drift", "error", "never")
@@ -735,6 +735,72 @@ def _kubelet(c: _Collector, facts: Mapping[str, Any], k8s_node: Mapping[str, Any
                   "reserved in sysinit.target, before kubelet starts")
 
 
+# -- host stack: nic_affinity, ebpf_readiness ---------------------------------------------------
+NIC_AFFINITY_FIX = "run site.yml --tags nic_affinity (the link-up unit keeps it from then on)"
+
+
+def _shown(value: Any) -> Any:
+    """A file's content is shown as present/absent in a finding, not as its text."""
+    if isinstance(value, str) and "\n" in value:
+        return "present"
+    return value
+
+
+def _nic_affinity(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
+    """Each change nic_affinity would make now is drift (an IRQ off its CPU, a queue count, the unit, the
+    irqbalance line); an IRQ the kernel keeps elsewhere while its smp_affinity is right is a finding."""
+    section = facts.get("nic_affinity")
+    if not plan.get("nic_affinity") or not isinstance(section, Mapping):
+        return
+    if section.get("error"):
+        c.finding("nic_affinity", "nic-affinity-plan", "nic_affinity", "a plan the node can take", None, "error",
+                  str(section["error"]), "fix what the message names (an interface, the CPUs left), then run "
+                  "site.yml --tags nic_affinity")
+        return
+    for action in _list(section.get("actions")):
+        action = _map(action)
+        kind = str(action.get("kind"))
+        if kind == "command":
+            continue  # the restart that goes with a changed file: the file is the drift
+        severity = "warning" if kind in ("irq", "rps", "xps", "channels", "rings") else "info"
+        c.drift("nic_affinity", f"nic-affinity-{kind}", str(action.get("target")), _shown(action.get("after")),
+                _shown(action.get("before")), str(action.get("text")), NIC_AFFINITY_FIX, severity=severity)
+    for row in _list(section.get("interfaces")):
+        row = _map(row)
+        for item in _list(row.get("irqs")):
+            item = _map(item)
+            if item.get("placed") or item.get("smp_affinity") != str(item.get("cpu")):
+                continue  # placed, or not set yet (that is the drift above)
+            c.finding("nic_affinity", "irq-effective-elsewhere", f"IRQ {item.get('irq')}", str(item.get("cpu")),
+                      item.get("effective"), "warning",
+                      f"IRQ {item.get('irq')} ({item.get('name')} of {row.get('interface')}) is set to CPU "
+                      f"{item.get('cpu')} but the interrupt controller runs it on {item.get('effective')}",
+                      "managed interrupts and some virtual platforms ignore smp_affinity_list; on such a node set "
+                      "nic_affinity.irqs: false")
+    irqbalance = _map(section.get("irqbalance"))
+    placed = any(_list(_map(r).get("irqs")) for r in _list(section.get("interfaces")))
+    if irqbalance.get("installed") and not irqbalance.get("banned") and placed:
+        c.finding("nic_affinity", "irqbalance-not-banned", "irqbalance", "banned", "rebalancing", "warning",
+                  "irqbalance runs and is not told to leave the placed IRQs alone: it moves them within seconds",
+                  "set nic_affinity.irqbalance: ban, or add the policy script to the node's IRQBALANCE_ARGS")
+
+
+def _ebpf(c: _Collector, plan: Mapping[str, Any], facts: Mapping[str, Any]) -> None:
+    """ebpf_readiness's findings, as the module reports them (one check, one finding)."""
+    section = facts.get("ebpf")
+    if not plan.get("ebpf_readiness") or not isinstance(section, Mapping):
+        return
+    for item in _list(section.get("findings")):
+        item = _map(item)
+        if item.get("severity") not in SEVERITIES:
+            continue
+        feature = item.get("feature")
+        check = str(item.get("check")).replace("_", "-")
+        key = f"{check}.{feature}" if feature else check
+        c.finding("ebpf_readiness", f"ebpf-{check}", key, "ready", str(feature or "base"),
+                  str(item["severity"]), str(item.get("message")), str(item.get("fix")))
+
+
 def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: Any = None,
             options: AuditOptions | Mapping[str, Any] | None = None, host: str | None = None,
             golden: Mapping[str, Any] | None = None, k8s_node: Mapping[str, Any] | None = None) -> list[Finding]:
@@ -766,4 +832,6 @@ def compare(plan: Mapping[str, Any], facts: Mapping[str, Any] | None, verify: An
     _storage(c, plan, facts)
     _k8s(c, plan, facts)
     _topology(c, plan, facts, golden)
+    _nic_affinity(c, plan, facts)
+    _ebpf(c, plan, facts)
     return c.result()

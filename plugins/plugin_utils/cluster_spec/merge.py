@@ -10,11 +10,13 @@ from . import builtin
 from .errors import PathPart
 from .models import (
     DatapathSpec,
+    Ebpf,
     FirmwarePolicy,
     HugePages,
     Interface,
     K8s,
     KServe,
+    NicAffinity,
     NicConfig,
     ProfileBody,
     Storage,
@@ -46,6 +48,8 @@ class Effective:
     local_volume_class: tuple[str, Origin] | None = None
     kserve: tuple[KServe, Origin] | None = None
     topology: Topology | None = None
+    nic_affinity: tuple[NicAffinity, Origin] | None = None
+    ebpf: tuple[Ebpf, Origin] | None = None
 
 
 def apply_layer(eff: Effective, body: ProfileBody, origin: Origin, label: str) -> None:
@@ -82,6 +86,10 @@ def apply_layer(eff: Effective, body: ProfileBody, origin: Origin, label: str) -
         _merge_k8s(eff, body.k8s, (root, (*base, "k8s")))
     if body.topology is not None:
         eff.topology = body.topology
+    if body.nic_affinity is not None:
+        eff.nic_affinity = (body.nic_affinity, (root, (*base, "nic_affinity")))
+    if body.ebpf is not None:
+        eff.ebpf = (body.ebpf, (root, (*base, "ebpf")))
 
 
 def _merge_k8s(eff: Effective, k8s: K8s, origin: Origin) -> None:

@@ -482,6 +482,92 @@ class Topology(SpecModel):
     """Node class whose golden topology the node must match (topology-golden/<golden>.json; docs/topology.md)."""
 
 
+# --------------------------------------------------------------------------- host stack (docs/host-stack.md)
+CpuList = Annotated[str, Strict(), Field(pattern=r"^[0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?){0,255}$",
+                                         description="CPU numbers and ranges, as the kernel lists them (8-15,24).")]
+NodeFilePath = Annotated[str, Strict(), Field(pattern=r"^/[A-Za-z0-9._/+-]{1,4095}$",
+                                              description="An absolute path on the node.")]
+QueueCount = Annotated[int, Strict(), Field(ge=1, le=4096)]
+RingSize = Annotated[int, Strict(), Field(ge=1, le=65536)]
+EbpfFeature = Literal["native-routing", "bpf-host-routing", "big-tcp", "netkit"]
+
+
+def _default_ip_families() -> list[Literal["ipv4", "ipv6"]]:
+    return ["ipv4"]
+
+
+class NicChannels(SpecModel):
+    """Queue counts of each data NIC (ethtool -L); a count left out is not changed."""
+
+    combined: QueueCount | None = None
+    """Combined receive and transmit channels (mlx5 and ice have only these)."""
+    rx: QueueCount | None = None
+    """Receive-only channels."""
+    tx: QueueCount | None = None
+    """Transmit-only channels."""
+
+
+class NicRings(SpecModel):
+    """Ring sizes of each data NIC (ethtool -G); a size left out is not changed."""
+
+    rx: RingSize | None = None
+    """Receive ring entries."""
+    tx: RingSize | None = None
+    """Transmit ring entries."""
+
+
+class NicAffinity(SpecModel):
+    """IRQ and queue placement of the data NICs (module nic_affinity; docs/host-stack.md): each NIC's completion
+    IRQs on its own NUMA node's CPUs that kubelet does not reserve and TuneD does not isolate, kept there when
+    links come up."""
+
+    fabrics: Annotated[list[FabricName], Field(max_length=64)] | None = None
+    """The fabrics whose interfaces are placed; null: every fabric whose purpose is not management."""
+    irqs: Bool = True
+    """Place the completion IRQs; false: queues, RPS and XPS only."""
+    cpus: CpuList | None = None
+    """Only these CPUs (intersected with each NIC's local CPUs); null: the NIC's local CPUs."""
+    exclude_cpus: CpuList | None = None
+    """CPUs the IRQs never use, besides kubelet's reserved and the isolated ones."""
+    kubelet_config: NodeFilePath = "/var/lib/kubelet/config.yaml"
+    """kubelet's configuration file (YAML or JSON); its reservedSystemCPUs are taken out."""
+    kubelet_reserved: Bool = True
+    """Take kubelet's reservedSystemCPUs out."""
+    tuned_isolated: Bool = True
+    """Take the CPUs TuneD (isolated_cores) and the kernel (isolcpus=, nohz_full=) isolate out."""
+    channels: NicChannels | None = None
+    """Queue counts; null: leave them."""
+    rings: NicRings | None = None
+    """Ring sizes; null: leave them."""
+    rps: Bool = False
+    """Receive packet steering: each receive queue's rps_cpus is the NIC's CPUs."""
+    xps: Bool = False
+    """Transmit packet steering: transmit queue k sends from the CPU of completion IRQ k."""
+    irqbalance: Literal["ban", "ignore"] = "ban"
+    """ban: irqbalance leaves the placed NICs' IRQs alone (its policy script, persisted); ignore: not configured."""
+    reapply: Bool = True
+    """Install the link-up unit that applies the saved placement again when a link comes up (and at boot)."""
+
+
+class Ebpf(SpecModel):
+    """The eBPF datapath the node must be ready for (module ebpf_readiness, read only; docs/host-stack.md)."""
+
+    datapath: Literal["cilium"] = "cilium"
+    """The eBPF datapath (its kernel requirements and routing tables are checked)."""
+    features: Annotated[list[EbpfFeature], Field(max_length=4)] = Field(default_factory=list)
+    """Datapath features the nodes must support: native-routing, bpf-host-routing, big-tcp, netkit."""
+    ip_families: Annotated[list[Literal["ipv4", "ipv6"]], Field(min_length=1, max_length=2)] = Field(
+        default_factory=_default_ip_families)
+    """Address families BIG TCP is enabled for (IPv4 BIG TCP needs kernel 6.3, IPv6 5.19)."""
+    fabric: FabricName | None = None
+    """The fabric pod traffic runs on: the datapath's device must carry its MTU; null: the fabric of that device."""
+    device: IfName | None = None
+    """The interface the datapath uses; null: the one of the fabric (when it has one named interface), else the
+    interface of the default route (what Cilium picks)."""
+    persist_bpffs: Bool = False
+    """Opt-in: mount bpffs at /sys/fs/bpf now and at every boot (an /etc/fstab line)."""
+
+
 class NodeHardware(SpecModel):
     """What the inventory knows about the node; facts gathered from the node take precedence."""
 
@@ -514,6 +600,10 @@ class ProfileBody(SpecModel):
     """Kubernetes node labels and local volume class."""
     topology: Topology | None = None
     """GPU/NIC/NVMe topology and direct-path expectations (replaces the inherited one); plan: node_topology."""
+    nic_affinity: NicAffinity | None = None
+    """IRQ and queue placement of the data NICs (replaces the inherited one); plan: nic_affinity."""
+    ebpf: Ebpf | None = None
+    """eBPF datapath readiness (replaces the inherited one); plan: ebpf_readiness."""
 
 
 class Profile(ProfileBody):
@@ -791,6 +881,7 @@ MODELS: tuple[type[SpecModel], ...] = (
     MeasureSaturation,
     MeasureBaseline, MeasureCheckpoint, MeasureSmallFiles, MeasureFileSet,
     KServe,
+    NicAffinity, NicChannels, NicRings, Ebpf,
 )
 
 
@@ -817,6 +908,7 @@ def fields_at(loc: tuple[Any, ...]) -> list[str]:
 
 
 from . import checks as _checks  # noqa: E402,F401  (registers the cross-checks)
+from . import checks_host_stack as _checks_host_stack  # noqa: E402,F401  (registers the host-stack cross-checks)
 from . import checks_measure as _checks_measure  # noqa: E402,F401  (registers the measure cross-checks)
 from . import checks_nic_config as _checks_nic_config  # noqa: E402,F401  (registers the nic_config cross-checks)
 from . import checks_rails as _checks_rails  # noqa: E402,F401  (registers the rail cross-checks)

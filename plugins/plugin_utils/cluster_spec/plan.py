@@ -17,6 +17,7 @@ from .checks_kserve import kserve_issues
 from .errors import SpecError, SpecValidationError, join_path
 from .merge import Effective, effective
 from .models import DatapathSpec, Fabric, HugePagePool, Interface
+from .plan_host_stack import ebpf_part, nic_affinity_part
 from .plan_measure import measure_part, measure_template
 from .plan_nic_config import ecn_priorities, nic_config_part
 from .plan_rails import rails_part, rails_template
@@ -268,6 +269,9 @@ def build_plan(spec: DatapathSpec, host: str, eff: Effective, named_models: Sequ
         "node_topology": eff.topology.model_dump(mode="json") if eff.topology is not None else None,
         # host-independent here; Planner.plan adds the host's addresses (plan_measure.measure_part)
         "measure": measure_template(spec, eff, held_models(spec, eff, named_models)),
+        # IRQ and queue placement of the data NICs, and eBPF datapath readiness (plan_host_stack.py)
+        "nic_affinity": nic_affinity_part(spec, eff, interfaces),
+        "ebpf_readiness": ebpf_part(spec, eff, interfaces),
     }
 
 

@@ -19,7 +19,7 @@ ORDER = list(caps.ORDER)
     (["kernel"], [], ["sysctl_profile", "hugepages", "kernel_cmdline", "tuned_profile"]),
     (["sysctl", "mtu"], [], ["sysctl_profile", "link_mtu"]),
     (["sysctl_profile", "link_mtu"], [], ["sysctl_profile", "link_mtu"]),
-    (["network"], ["firmware"], ["link_mtu", "rail_routing", "roce_qos"]),
+    (["network"], ["firmware"], ["link_mtu", "rail_routing", "roce_qos", "nic_affinity", "ebpf_readiness"]),
     (["all"], ["storage"], [c for c in ORDER if c != "nvme_layout"]),
     (["all"], ["nvme_cache"], [c for c in ORDER if c != "nvme_layout"]),
     (["tagged"], [], ORDER),

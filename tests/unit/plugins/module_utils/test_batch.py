@@ -88,7 +88,8 @@ def test_no_private_ansible_globals_no_symlinks_no_stdout() -> None:
         if path.suffix == ".py":
             assert "_ANSIBLE_ARGS" not in path.read_text(), path
     assert set(_batch.BACKENDS) == {"sysctl_profile", "hugepages", "kernel_cmdline", "tuned_profile", "link_mtu",
-                                    "rail_routing", "roce_qos", "nic_firmware", "nic_config", "nvme_layout",
+                                    "rail_routing", "roce_qos", "nic_firmware", "nic_config", "nic_affinity",
+                                    "ebpf_readiness", "nvme_layout",
                                     "nfd_labels"}
 
 

@@ -63,3 +63,24 @@ def test_cache_filesystems_from_the_plan() -> None:
     plan["model_cache"] = {"reserve_bytes": 7}
     assert t.cache_filesystems(plan) == [{"path": "/mnt/c", "reserve_bytes": 7}]
     assert t.cache_filesystems({"nvme_layout": None}) == []
+
+
+def test_irq_placement_and_ebpf_readiness_of_a_converge() -> None:
+    irqs = [{"irq": 28, "cpu": 0, "placed": True}, {"irq": 29, "cpu": 1, "placed": False},
+            {"irq": 30, "cpu": 2, "placed": False}, {"irq": 31, "cpu": 3, "placed": False}]
+    result = {"failed": False, "results": {
+        "nic_affinity": {"changed": True, "interfaces": [
+            {"interface": "enP35702p0s2f0np0", "irqs": irqs},
+            {"interface": "ens1f0np0", "irqs": [{"irq": 99, "cpu": 1, "placed": True}]},
+            {"interface": "veth0", "irqs": []}]},  # no IRQs (a veth): no sample
+        "ebpf_readiness": {"ready": False, "features": {"native-routing": True, "netkit": False}}}}
+    samples = {f["name"]: [(s["labels"], s["value"]) for s in f["samples"]]
+               for f in datapath_metrics({"result": result}, "site")["metrics"]}
+    assert samples["aiinfra_datapath_nic_affinity_compliant"] == [
+        ({"interface": "enP35702p0s2f0np0"}, 0), ({"interface": "ens1f0np0"}, 1)]
+    assert samples["aiinfra_datapath_nic_affinity_misplaced_ratio"] == [
+        ({"interface": "enP35702p0s2f0np0"}, 0.75), ({"interface": "ens1f0np0"}, 0.0)]
+    assert samples["aiinfra_datapath_ebpf_readiness_passed"] == [({}, 0)]
+    assert samples["aiinfra_datapath_ebpf_feature_passed"] == [({"feature": "native-routing"}, 1),
+                                                               ({"feature": "netkit"}, 0)]
+    assert ({"capability": "nic_affinity"}, 0) in samples["aiinfra_datapath_converge_capability_failed"]

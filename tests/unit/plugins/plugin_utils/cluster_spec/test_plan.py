@@ -28,7 +28,8 @@ from ._specs import EXAMPLE, base, example, model
 
 PLAN_KEYS = {"version", "host", "profiles", "reboot_required", "sysctl_profile", "hugepages", "kernel_cmdline",
              "link_mtu", "roce_qos", "nic_firmware", "nvme_layout", "nfd_labels", "model_cache", "measure",
-             "node_topology", "backend", "tuned_profile", "nic_config", "rail_routing"}
+             "node_topology", "backend", "tuned_profile", "nic_config", "rail_routing", "nic_affinity",
+             "ebpf_readiness"}
 
 
 def test_plan_has_exactly_the_documented_shape() -> None:
@@ -62,6 +63,8 @@ def test_plan_has_exactly_the_documented_shape() -> None:
         "fabric", "rail", "name", "interface", "match", "address", "address_ok", "subnets", "subnet", "gateway",
         "addressing", "routes", "table", "priority", "gpu"}]  # rail0 only: the management fabric is not routed
     assert plan["model_cache"] is None  # the base spec has no models (tests/.../test_model_cache_spec.py)
+    # no nic_affinity or ebpf section in the base spec (tests/.../test_plan_host_stack.py)
+    assert plan["nic_affinity"] is None and plan["ebpf_readiness"] is None
     assert plan["node_topology"] is None  # the base spec has no topology section
     json.dumps(plan)  # plain data
 
