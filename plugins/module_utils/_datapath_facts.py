@@ -460,6 +460,7 @@ class DatapathFacts(Capability):
             self.unavailable["routing"] = "no command runner"
             return None
         return routing_facts(self.host, self.runner, self._names())
+
     def _engine_params(self, cls, wanted):
         params = dict((key, spec.get("default")) for key, spec in cls.options().items())
         params.update((key, value) for key, value in wanted.items() if key in params and value is not None)
