@@ -39,7 +39,8 @@ class Node1:
 def targets() -> list[dict]:
     return [{"fabric": "rdma", "mtu": 9000, "interface": "ens2f0np0", "source": "198.18.1.15", "rail": 1,
              "peers": [{"name": "node2", "address": "198.18.1.16", "rail": 1}],
-             "cross_peers": [{"name": "node2", "address": "198.18.1.12", "rail": 0}]}]
+             "cross_peers": [{"name": "node2", "address": "198.18.1.12", "rail": 0}],
+             "subnets": ["198.18.1.0/24"]}]  # the fabric's, as path_targets gives them
 
 
 def run(run_module, monkeypatch, routed: bool, flux: bool) -> dict:
