@@ -78,11 +78,11 @@ def parse_kernel_config(text):
     out = {}
     for raw in (text or "").splitlines():
         line = raw.strip()
-        match = re.match(r"^CONFIG_([A-Za-z0-9_]+)=(.*)$", line)
+        match = re.match(r"^CONFIG_([A-Za-z0-9_]+)=(.*)\Z", line)
         if match:
             out[match.group(1)] = match.group(2).strip('"')
             continue
-        match = re.match(r"^# CONFIG_([A-Za-z0-9_]+) is not set$", line)
+        match = re.match(r"^# CONFIG_([A-Za-z0-9_]+) is not set\Z", line)
         if match:
             out[match.group(1)] = "n"
     return out

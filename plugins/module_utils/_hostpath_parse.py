@@ -20,7 +20,7 @@ GDSIO_LINE = re.compile(
     r"DataSetSize:\s*(?P<done_kib>\d+)/(?P<dataset_kib>\d+)\(KiB\)\s+IOSize:\s*(?P<io_kib>\d+)\(KiB\)\s+"
     r"Throughput:\s*(?P<gib_s>[\d.]+)\s*GiB/sec,\s*Avg_Latency:\s*(?P<lat_us>[\d.]+)\s*usecs\s+"
     r"ops:\s*(?P<ops>\d+)\s+total_time\s+(?P<seconds>[\d.]+)\s*secs")
-ELBENCHO_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>[\d.]+)s)?(?:(?P<ms>\d+)ms)?$")
+ELBENCHO_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>[\d.]+)s)?(?:(?P<ms>\d+)ms)?\Z")
 
 
 def parse_gdsio(text):

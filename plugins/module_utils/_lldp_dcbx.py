@@ -40,8 +40,8 @@ OUI_CEE = b"\x00\x1b\x21"
 TSA = {0: "strict", 1: "cbs", 2: "ets", 255: "vendor"}
 SELECTORS = {1: "ethertype", 2: "tcp", 3: "udp", 4: "tcp-udp", 5: "dscp"}
 MAX_FRAME = 9216
-_HEX_LINE = re.compile(r"^\s+0x([0-9a-fA-F]{4}):\s+((?:[0-9a-fA-F]{2,4}\s*)+)$")
-_IFNAME = re.compile(r"^[^/\s:]{1,15}$")
+_HEX_LINE = re.compile(r"^\s+0x([0-9a-fA-F]{4}):\s+((?:[0-9a-fA-F]{2,4}\s*)+)\Z")
+_IFNAME = re.compile(r"^[^/\s:]{1,15}\Z")
 SYS_NET = "/sys/class/net"
 
 

@@ -38,12 +38,12 @@ STATE_VERSION = 1
 
 # Names of completion (queue) interrupts and the queue index they carry: mlx5 (mlx5_comp<k>@pci:BDF),
 # Intel ice/i40e/ixgbe/igb (<if>-TxRx-<k>), ENA (<if>-Tx-Rx-<k>), bnxt_en (<if>-TxRx-<k>).
-COMPLETION_NAMES = (re.compile(r"^mlx5_comp(\d+)(@|$)"), re.compile(r"-TxRx-(\d+)$"), re.compile(r"-Tx-Rx-(\d+)$"))
+COMPLETION_NAMES = (re.compile(r"^mlx5_comp(\d+)(@|$)"), re.compile(r"-TxRx-(\d+)\Z"), re.compile(r"-Tx-Rx-(\d+)\Z"))
 # Control interrupts of the same devices (left where the driver put them): mlx5's async, command and
 # page EQs (mlx5_async0, mlx5_async_eq, mlx5_cmd_eq, mlx5_pages_eq) and Intel's misc vector.
-CONTROL_NAMES = re.compile(r"^mlx5_(async|cmd|pages)|[-:]misc$|^[a-z0-9_]+-[0-9a-f:.]+:misc$")
-PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
-TRIGGER = re.compile(r"(edge|level|fasteoi|Edge|Level)$")
+CONTROL_NAMES = re.compile(r"^mlx5_(async|cmd|pages)|[-:]misc$|^[a-z0-9_]+-[0-9a-f:.]+:misc\Z")
+PCI_ADDRESS = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\Z")
+TRIGGER = re.compile(r"(edge|level|fasteoi|Edge|Level)\Z")
 
 
 # --------------------------------------------------------------------------- CPU lists and masks
@@ -55,7 +55,7 @@ def parse_cpulist(text):
         return []
     for part in text.split(","):
         part = part.strip()
-        match = re.match(r"^(\d+)(?:-(\d+))?(?::(\d+)/(\d+))?$", part)
+        match = re.match(r"^(\d+)(?:-(\d+))?(?::(\d+)/(\d+))?\Z", part)
         if not match:
             raise ValueError("not a CPU list: %r" % text)
         low = int(match.group(1))

@@ -48,7 +48,7 @@ ISOLATED_FILES = ("/sys/devices/system/cpu/isolated", "/sys/devices/system/cpu/n
 
 
 # --------------------------------------------------------------------------- kubelet
-_YAML_LINE = re.compile(r"^([A-Za-z0-9_.-]+)\s*:(?:\s+(.*))?$")
+_YAML_LINE = re.compile(r"^([A-Za-z0-9_.-]+)\s*:(?:\s+(.*))?\Z")
 
 
 def _yaml_scalar(text):

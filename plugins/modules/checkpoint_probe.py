@@ -27,6 +27,8 @@ description:
     afterwards, also when a writer fails; files are opened relative to it without following links.
     The burst is refused (RV(checkpoint.ok=false) with the reason) when O(size) is more than
     O(max_free_share) of the free space of the filesystem holding it.
+requirements:
+  - "Python 3 on the node (standard library only)"
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:

@@ -26,6 +26,9 @@ description:
     packet its driver takes (C(tso_max_size)) and its C(gso_max_size).
   - Routing tables in use on the node (C(ip rule), C(ip route show table all)) that collide with the datapath's
     own (Cilium - 200, 202, 2004, 2005).
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ip from iproute2 (ip -j) for the routing-table and device checks"
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:

@@ -22,6 +22,8 @@ description:
   - Writes only into O(directory), which the module creates (it must not exist) and removes afterwards,
     also on failure; paths are opened relative to directory descriptors without following links. A set
     larger than O(max_free_share) of the free space is refused (RV(metadata.ok=false) with the reason).
+requirements:
+  - "Python 3 on the node (standard library only)"
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:

@@ -38,6 +38,10 @@ description:
     (C(/etc/aiinfra-datapath/nic_affinity.json)) is applied again by C(aiinfra-datapath-nic-affinity.service),
     which runs this module's own re-apply code, C(/usr/local/libexec/aiinfra-datapath/nic-affinity-apply),
     once at boot, then for every planned link that comes up, within milliseconds of the netlink event.
+requirements:
+  - "Python 3 on the node (standard library only)"
+  - "ethtool, for channels and rings"
+  - "systemd, for the link-up unit that re-applies the queues"
 author:
   - aiinfra.datapath contributors (@aiinfra)
 attributes:
