@@ -42,8 +42,8 @@ THP = "/sys/kernel/mm/transparent_hugepage"
 # never does, global net.core keys are read-only in a node's namespace, veth has no DCB, the
 # machine has no GPU (node_topology).
 LAB_INFO_CHECKS = {"cmdline-pending", "sysctl-read-only", "sysctl-missing", "qos-unsupported", "no-gpu"}
-CAPABILITIES = ["sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "roce_qos", "nic_firmware", "nvme_layout",
-                "nfd_labels", "node_topology"]
+CAPABILITIES = ["sysctl_profile", "hugepages", "kernel_cmdline", "link_mtu", "rail_routing", "roce_qos", "nic_firmware",
+                "nic_config", "nvme_layout", "nic_affinity", "ebpf_readiness", "nfd_labels", "node_topology"]
 
 
 def _read(path: str) -> str:

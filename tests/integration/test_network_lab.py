@@ -306,4 +306,6 @@ def test_verify_playbook_with_a_given_plan(lab: LabHandle, tmp_path) -> None:
     assert result.rc == 0, result.stdout[-3000:]
     data = _report(str(tmp_path / "verify.json"))
     assert data["ok"] is True and sorted(data["fabrics"]) == ["mgmt", "rdma"]
-    assert data["summary"] == ["mgmt: MTU 1500, 12/12 paths pass", "rdma: MTU 9000, 12/12 paths pass"]
+    # one NIC per fabric on the lab: every route leaves by its own NIC, no address has ARP flux
+    assert data["summary"] == ["mgmt: MTU 1500, 12/12 paths pass", "rdma: MTU 9000, 12/12 paths pass",
+                               "rails: 24 route check(s), 0 leave by another NIC; 0 address(es) with ARP flux"]
