@@ -77,15 +77,15 @@ def format_cpulist(cpus):
     out, cpus = [], sorted(set(cpus))
     start = prev = None
     for cpu in cpus:
-        if start is None:
+        if start is None or prev is None:
             start = prev = cpu
         elif cpu == prev + 1:
             prev = cpu
         else:
-            out.append("%d" % start if start == prev else "%d-%d" % (start, prev))
+            out.append(str(start) if start == prev else "%s-%s" % (start, prev))
             start = prev = cpu
     if start is not None:
-        out.append("%d" % start if start == prev else "%d-%d" % (start, prev))
+        out.append(str(start) if start == prev else "%s-%s" % (start, prev))
     return ",".join(out)
 
 

@@ -48,7 +48,7 @@ def test_spec_patterns(spec: object, patterns: list[str], missing: list[str]) ->
 
 
 def _lookup(values: dict[str, object]):
-    return lambda name: values.get(name)
+    return values.get
 
 
 def test_datapath_hosts_wins_over_the_spec_and_the_old_name() -> None:

@@ -99,7 +99,7 @@ def azure_vm(node: SysRoot, kubelet: str | None = "kubelet-eks-kube-reserved.jso
     tree = Tree(node)
     nics = {}
     for bdf in ("8b76:00:02.0", "83a4:00:02.0"):
-        domain = "pci%s:00" % bdf.split(":")[0]
+        domain = "pci%s:00" % bdf.split(":", maxsplit=1)[0]
         tree.function(bdf, domain, None, "0x020000", numa=-1, cpus="0-7", driver="mlx5_core")
         name = netdev_name(bdf, "np0")
         tree.netdev(bdf, name)
