@@ -49,12 +49,21 @@ def datapath_hosts(hostvars: Any, groups: Any, old: Any = None, details: bool = 
         return variables.get(name) if name in variables else None
 
     try:
-        selection = host_selection.select(lookup, plain_groups, str(old) if old else None)
+        selection = host_selection.select(lookup, plain_groups, str(old) if old else None, _spec_errors)
     except ValueError as exc:
         raise AnsibleFilterError(f"datapath_hosts: {exc}") from None
     if selection.deprecated:
         _display.deprecated(selection.deprecated, version="1.0.0", collection_name="aiinfra.datapath")
     return selection.as_dict() if details else selection.patterns
+
+
+def _spec_errors(spec: Any) -> int:
+    """How many errors the spec has (0 when pydantic is missing: the playbook's own validation says so)."""
+    try:
+        from ansible_collections.aiinfra.datapath.plugins.plugin_utils.cluster_spec import api
+    except ImportError:
+        return 0
+    return len(api.validate_spec(spec))
 
 
 class FilterModule:

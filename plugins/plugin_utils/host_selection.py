@@ -128,7 +128,8 @@ def spec_patterns(spec: Any, groups: Mapping[str, Sequence[str]]) -> tuple[list[
     return patterns, missing
 
 
-def select(lookup: Callable[[str], Any], groups: Mapping[str, Sequence[str]], old: str | None = None) -> Selection:
+def select(lookup: Callable[[str], Any], groups: Mapping[str, Sequence[str]], old: str | None = None,
+           spec_errors: Callable[[Any], int] | None = None) -> Selection:
     """The hosts of a playbook: ``datapath_hosts``, else ``old`` (deprecated), else the spec's.
 
     ``lookup(name)`` reads an inventory or extra variable (None when unset); ``old`` is the
@@ -149,6 +150,13 @@ def select(lookup: Callable[[str], Any], groups: Mapping[str, Sequence[str]], ol
                                         f"every aiinfra.datapath playbook). {old} stops working in 1.0.0.")
     spec = lookup("datapath")
     patterns, missing = spec_patterns(spec, groups)
+    if not patterns and spec is not None and spec_errors is not None:
+        count = spec_errors(spec)
+        if count:
+            # an invalid spec plans nothing: every host, so that the converge reports the errors on each
+            # (validated before anything changes) and records the failed run (its metrics), as before
+            return Selection(["all"], "spec", f"every host: the cluster spec has {count} error(s), which each "
+                                              f"host's run reports before anything changes", missing)
     if spec is None:
         why = f"the cluster spec `datapath` is not defined for this inventory, and {SELECTOR} is not set"
     else:

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.lab
 SITE = os.path.join(REPO, "playbooks", "site.yml")
 APPLY_TASK = "Facts, plan and every capability module, once each, in dependency order"
 SYSCTL_FILE, _HUGEPAGES_FILE, FEATURES = NODE_FILES
-ALL = ["sysctl_profile", "hugepages", "kernel_cmdline", "tuned_profile", "link_mtu", "roce_qos", "nic_firmware",
-       "nvme_layout", "nfd_labels"]
+ALL = ["sysctl_profile", "hugepages", "kernel_cmdline", "tuned_profile", "link_mtu", "rail_routing", "roce_qos",
+       "nic_firmware", "nic_config", "nic_affinity", "ebpf_readiness", "nvme_layout", "nfd_labels"]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_full_run_converges_then_changes_nothing(site_lab: LabHandle, tmp_path: 
     assert result.rc == 0, failures(result)
     rows = applied(result)
     for node in site_lab.nodes:
-        assert rows[node]["capabilities"] == [c for c in ALL if c != "nic_firmware"]
+        assert rows[node]["capabilities"] == [c for c in ALL if c not in ("nic_firmware", "nic_config")]
         assert site_lab.sh(node, f"findmnt -n {CACHE_MOUNT}", check=False).stdout, "cache mounted"
     written = json.loads(summary.read_text())
     assert sorted(written) == sorted(site_lab.nodes)

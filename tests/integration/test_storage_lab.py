@@ -187,7 +187,8 @@ def test_single_device_layout_check_mode_idempotence_features_manifests(
     pv = yaml.safe_load((out / "persistentvolume-local-nvme-node1.yaml").read_text())
     size = lab.sh(node, f"stat -f -c '%b %S' {MOUNT}").stdout.split()
     assert pv["spec"]["capacity"]["storage"] == f"{int(size[0]) * int(size[1]) // 1048576}Mi"
-    assert pv["spec"]["local"]["path"] == MOUNT
+    # a directory beside the published models, never the cache root that holds them (docs/security.md)
+    assert pv["spec"]["local"]["path"] == f"{MOUNT}/volume"
     assert pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [node]
     sc = yaml.safe_load((out / "storageclass-local-nvme.yaml").read_text())
     assert (sc["provisioner"], sc["volumeBindingMode"]) == ("kubernetes.io/no-provisioner", "WaitForFirstConsumer")

@@ -194,3 +194,11 @@ def test_a_profile_named_all_applies_to_every_host() -> None:
     trainer = api.node_plan(spec, "t1", ["train"])  # later profiles win, as for any group
     assert trainer["sysctl_profile"]["keys"]["vm.swappiness"]["value"] == "1"
     assert api.planner(spec).plan("t2", ["train"])["sysctl_profile"]["keys"]["vm.max_map_count"]["value"] == "262144"
+
+
+def test_an_invalid_spec_that_plans_nothing_selects_every_host() -> None:
+    # each host's run then reports the errors before anything changes, and records the failed converge
+    sel = select(_lookup({"datapath": {"version": 999}}), GROUPS, spec_errors=lambda spec: 2)
+    assert (sel.patterns, sel.source) == (["all"], "spec") and "2 error(s)" in sel.why
+    valid = select(_lookup({"datapath": {"version": 1}}), GROUPS, spec_errors=lambda spec: 0)
+    assert valid.patterns == [] and "plans no host" in valid.empty_message()
